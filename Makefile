@@ -1,0 +1,28 @@
+# renormpp: `make demo` sets up .venv and runs the main job; `make test` sets up and runs the tests.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench clean
+
+# Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
+$(STAMP): pyproject.toml
+	@PYBIN=$$(scripts/find-python) && echo "using $$PYBIN" && $$PYBIN -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/renormpp demo --out renormpp-demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/theory_speed.py
+
+clean:
+	rm -rf $(VENV) renormpp-demo .pytest_cache
