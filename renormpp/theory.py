@@ -155,7 +155,7 @@ def _terms(Q, spec: Spectrum, N1: float, T: float, lambda1: float, grad: bool = 
     return st.action(), (st.gradient() if grad else None)
 
 
-def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int = 50):
+def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int):
     """Newton's method on symmetric Q with the exact Hessian and a backtracking line search."""
     D = Q.shape[0]
     iu = np.triu_indices(D)
@@ -229,7 +229,7 @@ def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: flo
         options=dict(maxiter=maxiter, maxcor=30, ftol=1e-15, gtol=gtol * 1e-2),
     )
     Q, _ = _tril_to_Q(res.x, D)
-    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol)
+    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - int(res.nit), 0))
     return Q, int(res.nit) + n_newton
 
 
@@ -395,7 +395,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
         :math:`Q^{(1)} = -\frac{1}{P}\sum_\mu \frac{k_\mu}{\lambda_1}[M^0_\mu - M^0_\mu\tilde y_\mu\tilde y_\mu^\top M^0_\mu]`;
         ``"infinite_width"`` is Q = 1 (the NNGP posterior). The action holds for odd activations
         only, so ``exact`` and ``one_loop`` refuse others.
-    gtol : convergence threshold on the Frobenius norm of dS/dQ. maxiter : optimizer iterations.
+    gtol : convergence threshold on the Frobenius norm of dS/dQ. maxiter : optimizer iterations
+        (L-BFGS and Newton together).
 
     Returns
     -------
