@@ -180,17 +180,22 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
         slope = np.sum(G * dQ)
         if not slope < 0:  # not a descent direction (Hessian not positive definite here)
             return Q, it
-        step = 1.0
+        step, g_norm = 1.0, np.linalg.norm(G)
         while step > 1e-10:
             st_new = _AtQ(Q + step * dQ, spec, N1, T, lambda1)
             S_new = st_new.action()
-            if S_new <= S + 1e-4 * step * slope or (S_new <= S and step == 1.0):
+            if S_new <= S + 1e-4 * step * slope:  # Armijo
+                G_new = st_new.gradient()
                 break
+            if st_new.spd and abs(S_new - S) <= 1e-12 * (1.0 + abs(S)):
+                # S is flat to round-off near the minimum: judge the step by the gradient instead
+                G_new = st_new.gradient()
+                if np.linalg.norm(G_new) < g_norm:
+                    break
             step *= 0.5
         else:
             return Q, it
-        Q, st, S = _sym(Q + step * dQ), st_new, S_new
-        G = st.gradient()
+        Q, st, S, G = _sym(Q + step * dQ), st_new, S_new, G_new
     return Q, maxiter
 
 

@@ -341,3 +341,13 @@ def test_bad_test_data():
         fit.generalization_error(X0, np.full_like(Y0, np.nan))
     with pytest.raises(ValueError, match="symmetric positive definite"):
         fit.action_and_gradient(-np.eye(2))
+
+
+@pytest.mark.parametrize("scale, T, N1", [(1.0, 0.01, 10), (1e-3, 1e-4, 10), (100.0, 1e-4, 1e5), (1e4, 1.0, 10)])
+def test_solver_converges_across_scales(scale, T, N1):
+    """Hard corners: alpha = 50 with the action flat to round-off, tiny and huge labels, T from 1e-4 to 1."""
+    data = rp.datasets.synthetic(P=500, P_test=10, N0=50, D=4, teacher="erf_1hl", seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = rp.theory.solve(data.X, scale * data.Y, N1=N1, T=T)
+    assert fit.converged and fit.grad_norm <= 1e-8 and np.linalg.eigvalsh(fit.Q)[0] > 0
