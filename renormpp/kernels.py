@@ -177,11 +177,15 @@ def nngp(X1, X2=None, *, lambda0: float = 1.0, activation: Activation = "erf", o
     c11 = np.einsum("ij,ij->i", X1, X1) / (lambda0 * n0)
     c22 = c11 if same else np.einsum("ij,ij->i", X2, X2) / (lambda0 * n0)
     if same:
-        c12 = 0.5 * (c12 + c12.T)
         np.fill_diagonal(c12, c11)
-    K = kappa(activation, c11[:, None], c22[None, :], c12, order=order)
-    if same:
-        K = 0.5 * (K + K.T)
+    # overwrite C12 with K block by block: the kernel stage holds one n1 x n2 matrix, not five
+    K = c12
+    rows = max(1, 2**20 // max(K.shape[1], 1))
+    for lo in range(0, K.shape[0], rows):
+        sl = slice(lo, lo + rows)
+        K[sl] = kappa(activation, c11[sl, None], c22[None, :], K[sl], order=order)
+    if same and not (isinstance(activation, str) and activation in _CLOSED):
+        K = 0.5 * (K + K.T)  # the closed forms are symmetric in (x, x') to the last bit already
     return K
 
 

@@ -216,6 +216,11 @@ def _Q_to_tril(Q: np.ndarray) -> np.ndarray:
 
 
 def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int):
+    """Newton from Q0; where that stalls (far from the minimum the Hessian may be indefinite),
+    L-BFGS on a Cholesky factor (always SPD), then Newton again to polish to ``gtol``."""
+    Q, n_iter = _newton(Q0, spec, N1, T, lambda1, gtol, maxiter=min(maxiter, 30))
+    if np.linalg.norm(_terms(Q, spec, N1, T, lambda1)[1]) <= gtol:
+        return Q, n_iter
     D = Q0.shape[0]
     tri = np.tril_indices(D)
     diag = np.diag_indices(D)
@@ -230,12 +235,13 @@ def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: flo
         return S, dL[tri]
 
     res = scipy.optimize.minimize(
-        fun, _Q_to_tril(Q0), jac=True, method="L-BFGS-B",
-        options=dict(maxiter=maxiter, maxcor=30, ftol=1e-15, gtol=gtol * 1e-2),
+        fun, _Q_to_tril(Q), jac=True, method="L-BFGS-B",
+        options=dict(maxiter=max(maxiter - n_iter, 1), maxcor=30, ftol=1e-15, gtol=gtol * 1e-2),
     )
+    n_iter += int(res.nit)
     Q, _ = _tril_to_Q(res.x, D)
-    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - int(res.nit), 0))
-    return Q, int(res.nit) + n_newton
+    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0))
+    return Q, n_iter + n_newton
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,8 +400,9 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     N1 : hidden-layer width (alpha = P / N1). T : temperature. lambda0, lambda1 : prior precisions
         of the first- and second-layer weights.
     activation : ``"erf"``, ``"relu"``, ``"linear"``, ``"tanh"`` or an elementwise callable.
-    method : ``"exact"`` minimizes S(Q) over SPD Q (L-BFGS on a Cholesky factor with the analytic
-        gradient, from the one-loop Q, then Newton steps with the analytic Hessian to ``gtol``); ``"one_loop"`` is the perturbative
+    method : ``"exact"`` minimizes S(Q) over SPD Q: Newton steps with the analytic Hessian from the
+        one-loop Q (or Q = 1 where that is not positive definite), falling back on L-BFGS on a
+        Cholesky factor where Newton stalls, to ``|dS/dQ| <= gtol``; ``"one_loop"`` is the perturbative
         :math:`Q = 1 + \alpha Q^{(1)}` (supplement, eq:supp:final_perturbative_eq),
         :math:`Q^{(1)} = -\frac{1}{P}\sum_\mu \frac{k_\mu}{\lambda_1}[M^0_\mu - M^0_\mu\tilde y_\mu\tilde y_\mu^\top M^0_\mu]`;
         ``"infinite_width"`` is Q = 1 (the NNGP posterior). The action holds for odd activations
