@@ -1,6 +1,6 @@
 """Speed and memory of the proportional-limit theory solver (renormpp.theory).
 
-Run:  .venv/bin/python benchmarks/theory_speed.py            (full run, ~10 min on 2 cores)
+Run:  .venv/bin/python benchmarks/theory_speed.py            (full run, ~6 min on 2 cores)
       .venv/bin/python benchmarks/theory_speed.py --skip-large   (no P=10000 case)
       .venv/bin/python benchmarks/theory_speed.py --quick        (smoke run at small sizes)
 
@@ -45,11 +45,18 @@ def timed(fn, *args):
     return time.perf_counter() - t, out
 
 
-def median_time(fn, repeats: int, setup=lambda: (), warmup: int = 0) -> float:
-    """Median wall time of fn(*setup()) over `repeats` runs (setup is not timed)."""
-    for _ in range(warmup):
-        fn(*setup())
-    return statistics.median(timed(fn, *setup())[0] for _ in range(repeats))
+def interleaved_medians(fns: dict, repeats: int, warmup: int = 0) -> dict:
+    """Median wall time of each fn() in `fns`, or of fn(*setup()) for a value (fn, setup), setup
+    untimed. The functions run in turn within each repeat, so a change in machine load during the
+    run hits all of them alike and ratios between them stay meaningful."""
+    fns = {k: v if isinstance(v, tuple) else (v, tuple) for k, v in fns.items()}
+    times = {k: [] for k in fns}
+    for i in range(warmup + repeats):
+        for k, (fn, setup) in fns.items():
+            t = timed(fn, *setup())[0]
+            if i >= warmup:
+                times[k].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def eigh(K):
@@ -69,10 +76,12 @@ def machine_info() -> str:
     except Exception:  # pragma: no cover - informative only
         blas = "?"
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return (f"machine: nproc={len(os.sched_getaffinity(0))}, CPU '{cpu}', RAM {mem_gb:.1f} GB, "
             f"{platform.python_implementation()} {platform.python_version()}\n"
             f"numpy {np.__version__}, scipy {scipy.__version__}, BLAS {blas}, "
-            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}\n"
+            f"load average at start (1/5/15 min): {load}  (> nproc means other jobs compete for the cores)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +118,8 @@ def bench_dense(ds, repeats: int) -> dict:
         rel.append(abs(S_dense - S_eig) / abs(S_eig))
         print(f"    dense S = {S_dense:.15g}  eigenbasis S = {S_eig:.15g}  rel diff {rel[-1]:.1e}  ({t:.1f} s)")
     n_calls = 200
-    t_eig = median_time(lambda: [fit.action_and_gradient(Qs[0]) for _ in range(n_calls)], 5, warmup=1) / n_calls
+    loop = lambda: [fit.action_and_gradient(Qs[0]) for _ in range(n_calls)]  # noqa: E731
+    t_eig = interleaved_medians(dict(t=loop), 5, warmup=1)["t"] / n_calls
     return dict(dense_s=statistics.median(times), max_rel_diff=max(rel), eigenbasis_s=t_eig)
 
 
@@ -121,11 +131,11 @@ def bench_solve_vs_eigh(ds, repeats: int) -> dict:
     K = rp.kernels.nngp(ds.X, lambda0=LAMBDA0, activation=ACT)
     spec = Spectrum.from_kernel(K.copy(), ds.Y)
     args = (ds.X, N1, T, LAMBDA0, LAMBDA1, ACT, "exact")
-    out = dict(
-        eigh_s=median_time(eigh, repeats, setup=lambda: (K.copy(),)),
-        solve_s=median_time(lambda: rp.theory.solve(ds.X, ds.Y, N1, T, LAMBDA0, LAMBDA1, ACT), repeats),
-        min_s=median_time(lambda: _solve_spectrum(spec, *args), repeats),
-    )
+    out = interleaved_medians(dict(
+        eigh_s=(eigh, lambda: (K.copy(),)),  # eigh overwrites K: time it on a fresh (untimed) copy
+        solve_s=lambda: rp.theory.solve(ds.X, ds.Y, N1, T, LAMBDA0, LAMBDA1, ACT),
+        min_s=lambda: _solve_spectrum(spec, *args),
+    ), repeats)
     return out | dict(solve_ratio=out["solve_s"] / out["eigh_s"], min_ratio=out["min_s"] / out["eigh_s"])
 
 
@@ -163,6 +173,17 @@ def only_large(P: int, teacher: str) -> None:
     r = pipeline_once(ds)
     r["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
     print(json.dumps(r))
+
+
+def bench_target_c(P_large: int, teacher: str, judge) -> None:
+    print(f"[C] P={P_large}, D={D}: kernel + solve + generalization error, fresh process (1 run):")
+    c = bench_large(P_large, teacher)
+    ok = c["total"] < TARGET_C_S and c["peak_rss_gb"] < TARGET_C_GB
+    print("    " + " | ".join(f"{k} {c[k]:.1f} s" for k in ("kernel", "eigh", "minimize", "gen_error")))
+    print(f"    total {c['total']:.1f} s (process incl. imports and data {c['process_wall']:.1f} s), "
+          f"peak RSS {c['peak_rss_gb']:.2f} GB (target < {TARGET_C_S:.0f} s and < {TARGET_C_GB:.0f} GB) "
+          f"[{verdict(judge(ok))}]; eps_g = {c['eps_g']:.4f}")
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,20 +228,15 @@ def main() -> None:
 
     solve_1k = sv[min(sizes)]["solve_s"]
     print(f"[6] dense evaluation (P={P_dense}) / one eigenbasis evaluation (action+gradient, "
-          f"{dn['eigenbasis_s'] * 1e6:.0f} us) = {dn['dense_s'] / dn['eigenbasis_s']:.3g}x")
+          f"{dn['eigenbasis_s'] * 1e6:.0f} us) = {dn['dense_s'] / dn['eigenbasis_s']:,.0f}x")
     print(f"    dense evaluation / whole exact solve at P={min(sizes)} ({solve_1k:.3f} s) = "
-          f"{dn['dense_s'] / solve_1k:.3g}x\n")
+          f"{dn['dense_s'] / solve_1k:.1f}x\n")
 
     if a.skip_large:
         print("[C] skipped (--skip-large)")
-        return
-    print(f"[C] P={P_large}, D={D}: kernel + solve + generalization error, fresh process (1 run):")
-    c = bench_large(P_large, a.teacher)
-    ok = c["total"] < TARGET_C_S and c["peak_rss_gb"] < TARGET_C_GB
-    print("    " + " | ".join(f"{k} {c[k]:.1f} s" for k in ("kernel", "eigh", "minimize", "gen_error")))
-    print(f"    total {c['total']:.1f} s (process incl. imports and data {c['process_wall']:.1f} s), "
-          f"peak RSS {c['peak_rss_gb']:.2f} GB (target < {TARGET_C_S:.0f} s and < {TARGET_C_GB:.0f} GB) "
-          f"[{verdict(judge(ok))}]; eps_g = {c['eps_g']:.4f}")
+    else:
+        bench_target_c(P_large, a.teacher, judge)
+    print("\nload average at end (1/5/15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

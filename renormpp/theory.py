@@ -132,19 +132,41 @@ class _AtQ:
         G_u = np.diag(1.0 - 1.0 / q + (kl @ self.m) / self.N1) - (A.T * kl) @ A / self.N1
         return _sym(self.U @ G_u @ self.U.T)
 
+    def hessian_u(self) -> np.ndarray:
+        r"""The Hessian in the eigenbasis U of Q, as a tensor H[a, b, c, d] (D^4 entries, O(P D^3)).
+
+        For a symmetric perturbation with :math:`E = U^\top dQ\, U`, the change of the gradient is
+        :math:`U (\sum_{cd} H_{abcd} E_{cd}) U^\top`. From :math:`d(-Q^{-1}) = Q^{-1} dQ\, Q^{-1}` and
+        :math:`dM_\mu = -(k_\mu/\lambda_1) M_\mu dQ\, M_\mu`:
+        :math:`H_{abcd} = \delta_{ac}\delta_{bd}[1/(q_a q_b) - H^1_{ab}] + \delta_{ac} W_{adb} + \delta_{bc} W_{bda}`
+        with :math:`H^1_{ab} = \frac{1}{N_1}\sum_\mu (k_\mu/\lambda_1)^2 m_{\mu a} m_{\mu b}` and
+        :math:`W_{acb} = \frac{1}{N_1}\sum_\mu (k_\mu/\lambda_1)^2 m_{\mu a} A_{\mu c} A_{\mu b}`.
+        """
+        q, m, A, kl2, D = self.q, self.m, self.A, self.kl**2, self.q.size
+        mk = m * kl2[:, None]
+        H1 = mk.T @ m / self.N1
+        W = (mk.T @ (A[:, :, None] * A[:, None, :]).reshape(-1, D * D)).reshape(D, D, D) / self.N1
+        i = np.arange(D)
+        H = np.zeros((D, D, D, D))
+        H[i[:, None], i[None, :], i[:, None], i[None, :]] = 1.0 / np.outer(q, q) - H1  # [a, b, a, b]
+        H[i, :, i, :] += np.swapaxes(W, 1, 2)  # [a, b, a, d] += W[a, d, b]
+        H[:, i, i, :] += np.transpose(W, (2, 0, 1))  # [a, b, b, d] += W[b, d, a]
+        return H
+
     def hessian_vp(self, E: np.ndarray) -> np.ndarray:
         """Directional derivative of dS/dQ along a symmetric E (the Hessian applied to E)."""
-        U, q, m, A, kl2 = self.U, self.q, self.m, self.A, self.kl**2
-        Eu = U.T @ E @ U
-        H1 = (m.T * kl2) @ m / self.N1  # sum_mu (k/l1)^2 m_a m_b
-        B = (m * (A @ Eu)) * kl2[:, None]  # (k/l1)^2 M dQ M y~ per mode
-        C = B.T @ A / self.N1
-        out = Eu / np.outer(q, q) - Eu * H1 + C + C.T
-        return _sym(U @ out @ U.T)
+        Eu = self.U.T @ E @ self.U
+        return _sym(self.U @ np.einsum("abcd,cd->ab", self.hessian_u(), Eu) @ self.U.T)
 
 
 def _sym(A: np.ndarray) -> np.ndarray:
     return 0.5 * (A + A.T)
+
+
+def _sym_rows(H: np.ndarray) -> np.ndarray:
+    """(D, D, ...) -> (D(D+1)/2, ...): the symmetrized output entries (a <= b) of a linear map."""
+    iu = np.triu_indices(H.shape[0])
+    return (0.5 * (H + np.swapaxes(H, 0, 1)))[iu]
 
 
 def _terms(Q, spec: Spectrum, N1: float, T: float, lambda1: float, grad: bool = True):
@@ -159,24 +181,24 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
     """Newton's method on symmetric Q with the exact Hessian and a backtracking line search."""
     D = Q.shape[0]
     iu = np.triu_indices(D)
-    basis = []
-    for i, j in zip(*iu):
-        E = np.zeros((D, D))
-        E[i, j] = E[j, i] = 1.0
-        basis.append(E)
     st = _AtQ(Q, spec, N1, T, lambda1)
     S, G = st.action(), st.gradient()
     for it in range(maxiter):
         if np.linalg.norm(G) <= gtol:
             return Q, it
-        H = np.stack([st.hessian_vp(E)[iu] for E in basis], axis=1)
+        # Newton equation H[E] = -G on symmetric E, in the eigenbasis of Q, upper-triangle coordinates
+        Hu = st.hessian_u()
+        Hu = Hu + np.swapaxes(Hu, 2, 3)  # acting on symmetric E: E_cd and E_dc are one coordinate
+        Hu[:, :, np.arange(D), np.arange(D)] *= 0.5
+        H = _sym_rows(Hu)[:, iu[0], iu[1]]
         try:
-            x = np.linalg.solve(H, -G[iu])
+            x = np.linalg.solve(H, -(st.U.T @ G @ st.U)[iu])
         except np.linalg.LinAlgError:
             return Q, it
-        dQ = np.zeros((D, D))
-        dQ[iu] = x
-        dQ = dQ + np.triu(dQ, 1).T
+        Eu = np.zeros((D, D))
+        Eu[iu] = x
+        Eu = Eu + np.triu(Eu, 1).T
+        dQ = _sym(st.U @ Eu @ st.U.T)
         slope = np.sum(G * dQ)
         if not slope < 0:  # not a descent direction (Hessian not positive definite here)
             return Q, it
