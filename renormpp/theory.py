@@ -191,7 +191,11 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
         Hu = Hu + np.swapaxes(Hu, 2, 3)  # acting on symmetric E: E_cd and E_dc are one coordinate
         Hu[:, :, np.arange(D), np.arange(D)] *= 0.5
         H = _sym_rows(Hu)[:, iu[0], iu[1]]
+        # the Hessian of S in these coordinates is diag(w) H, w = 2 off the diagonal: Newton only
+        # where it is positive definite, so that it heads for a minimum and never for a saddle
+        w = np.where(iu[0] == iu[1], 1.0, 2.0)
         try:
+            np.linalg.cholesky(_sym(w[:, None] * H))
             x = np.linalg.solve(H, -(st.U.T @ G @ st.U)[iu])
         except np.linalg.LinAlgError:
             return Q, it
@@ -200,7 +204,7 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
         Eu = Eu + np.triu(Eu, 1).T
         dQ = _sym(st.U @ Eu @ st.U.T)
         slope = np.sum(G * dQ)
-        if not slope < 0:  # not a descent direction (Hessian not positive definite here)
+        if not slope < 0:  # cannot happen with a positive definite Hessian, but for round-off
             return Q, it
         step, g_norm = 1.0, np.linalg.norm(G)
         while step > 1e-10:
