@@ -1,0 +1,78 @@
+r"""Observables of one network draw, for recording during sampling or evaluating afterwards.
+
+Each constructor returns a function ``fn(params) -> value`` of one draw (a dict with ``w``, ``v``, ...):
+
+* :func:`generalization_loss`: :math:`\epsilon_g = \frac{1}{P_0}\sum_i \|y_0^i - f(x_0^i)\|^2` on a test set
+  (the empirical loss of the paper, below Eq. (3));
+* :func:`readout_overlap`: :math:`v v^\top / N_1`, (D, D) (paper Eq. (4) predicts its mean, Q*/lambda1);
+* :func:`combine`: several of them as one function returning a dict.
+
+Use them as ``rp.infer.Langevin(..., observables=fn)`` so that a long run keeps only these, or on
+samples from any sampler with :func:`evaluate`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .models import Activation, forward
+
+
+def generalization_loss(X_test, Y_test, activation: Activation = "erf") -> Callable:
+    """Mean over the test set of ||y0 - f(x0)||^2 for one draw."""
+    X_test = jnp.asarray(X_test)
+    Y_test = jnp.asarray(Y_test)
+    if X_test.ndim != 2 or Y_test.ndim != 2 or X_test.shape[0] != Y_test.shape[0]:
+        raise ValueError(f"X_test (P0, N0) and Y_test (P0, D) must have the same rows; got {X_test.shape}, {Y_test.shape}")
+
+    def eps_g(params):
+        return jnp.mean(jnp.sum((Y_test - forward(params, X_test, activation)) ** 2, axis=-1))
+
+    return eps_g
+
+
+def readout_overlap() -> Callable:
+    """v v^T / N1 of one draw, shape (D, D)."""
+
+    def overlap(params):
+        v = params["v"]
+        return v @ v.T / v.shape[-1]
+
+    return overlap
+
+
+def combine(**fns: Callable) -> Callable:
+    """One function returning ``{name: fn(params)}``; e.g. ``combine(eps_g=..., overlap=...)``."""
+    if not fns:
+        raise ValueError("give at least one observable, e.g. combine(overlap=readout_overlap())")
+
+    def all_of(params):
+        return {name: fn(params) for name, fn in fns.items()}
+
+    return all_of
+
+
+def default(X_test, Y_test, activation: Activation = "erf") -> Callable:
+    """The paper's pair: ``{"eps_g": generalization loss, "overlap": v v^T / N1}``."""
+    return combine(eps_g=generalization_loss(X_test, Y_test, activation), overlap=readout_overlap())
+
+
+def evaluate(fn: Callable, samples: dict, batch_dims: int = 1, chunk: int = 256):
+    """Apply ``fn`` to every draw of ``samples`` (arrays with ``batch_dims`` leading draw axes).
+
+    Works on ``mcmc.get_samples()`` (batch_dims=1) or ``get_samples(group_by_chain=True)`` (2),
+    e.g. from NUTS; draws are processed ``chunk`` at a time to bound memory.
+    """
+    leaves = jax.tree_util.tree_leaves(samples)
+    if not leaves:
+        raise ValueError("samples is empty")
+    batch = leaves[0].shape[:batch_dims]
+    flat = jax.tree_util.tree_map(lambda a: jnp.reshape(a, (-1,) + a.shape[batch_dims:]), samples)
+    n = int(np.prod(batch))
+    f = jax.jit(jax.vmap(fn))
+    parts = [f(jax.tree_util.tree_map(lambda a: a[lo:lo + chunk], flat)) for lo in range(0, n, chunk)]
+    out = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *parts)
+    return jax.tree_util.tree_map(lambda a: jnp.reshape(a, batch + a.shape[1:]), out)

@@ -1,0 +1,250 @@
+"""Langevin kernel (ULA/MALA) on targets with known answers, inside numpyro.infer.MCMC, and the model."""
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import pytest
+from numpyro.infer import MCMC, NUTS, Predictive
+from numpyro.infer.util import potential_energy
+
+import renormpp as rp
+from renormpp import infer, models, observables
+
+SIGMA = jnp.array([0.5, 1.0, 2.0])
+
+
+def gaussian_potential(x):
+    return 0.5 * jnp.sum((x / SIGMA) ** 2)
+
+
+def run_gaussian(h, adjust, inner_steps, num_chains=400, num_samples=200, seed=0):
+    kernel = infer.Langevin(potential_fn=gaussian_potential, step_size=h, adjust=adjust, inner_steps=inner_steps)
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=num_samples, num_chains=num_chains,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed), init_params=jnp.zeros((num_chains, 3)), extra_fields=("accept_prob",))
+    return np.asarray(mcmc.get_samples(group_by_chain=True), dtype=np.float64), mcmc
+
+
+def _var_and_se(draws):
+    """Variance over all draws and its standard error from the effective sample size (ArviZ)."""
+    out = []
+    for d in range(draws.shape[-1]):
+        x = draws[..., d]
+        ess = float(az.ess(x**2))
+        out.append((x.var(), x.var() * np.sqrt(2.0 / ess) * 1.2))  # 1.2: fourth moment of a Gaussian, to spare
+    return np.array(out).T
+
+
+def test_mala_is_exact_on_a_gaussian():
+    draws, mcmc = run_gaussian(h=0.2, adjust=True, inner_steps=10)
+    var, se = _var_and_se(draws)
+    assert np.all(np.abs(var - SIGMA**2) < 4 * se), (var, se)
+    assert np.all(np.abs(draws.mean(axis=(0, 1))) < 4 * np.sqrt(var / 5000))
+    acc = float(mcmc.get_extra_fields()["accept_prob"].mean())
+    assert 0.3 < acc < 0.99
+    # at this step ULA is visibly biased: the Metropolis test is what makes MALA exact
+    ula, _ = run_gaussian(h=0.2, adjust=False, inner_steps=10)
+    ula_var, ula_se = _var_and_se(ula)
+    assert ula_var[0] - SIGMA[0] ** 2 > 10 * ula_se[0]
+
+
+def test_ula_bias_is_first_order_in_the_step():
+    """ULA on N(0, s^2) has stationary variance s^2 / (1 - h / (2 s^2)): bias O(h)."""
+    biases = []
+    hs = np.array([0.1, 0.05, 0.025])
+    for h in hs:
+        draws, _ = run_gaussian(h=h, adjust=False, inner_steps=int(round(4 / h)) // 4, num_chains=800)
+        var, se = _var_and_se(draws)
+        exact = SIGMA**2 / (1 - h / (2 * SIGMA**2))
+        assert np.all(np.abs(var - exact) < 4 * se), (h, var, exact, se)
+        biases.append(var[0] - SIGMA[0] ** 2)
+    slopes = np.diff(np.log(biases)) / np.diff(np.log(hs))
+    assert np.all((slopes > 0.7) & (slopes < 1.5)), slopes
+
+
+@pytest.mark.parametrize("num_chains", [1, 2])
+def test_divergence_is_caught_and_named(num_chains):
+    kernel = infer.Langevin(potential_fn=lambda x: jnp.sum(x**4), step_size=5.0, inner_steps=3)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=20, num_chains=num_chains, chain_method="vectorized",
+                progress_bar=False)
+    with pytest.warns(RuntimeWarning, match=r"step_size=5 gave a NaN or inf .* Reduce step_size"):
+        init = jnp.full((num_chains, 2) if num_chains > 1 else (2,), 3.0)
+        mcmc.run(jax.random.PRNGKey(0), init_params=init, extra_fields=("diverging",))
+    draws = np.asarray(mcmc.get_samples())
+    assert np.all(np.isfinite(draws))
+    assert np.asarray(mcmc.get_extra_fields()["diverging"]).any()
+    assert int(np.sum(mcmc.last_state.num_divergent)) > 0
+
+
+def test_no_warning_without_divergence():
+    kernel = infer.Langevin(potential_fn=gaussian_potential, step_size=0.01, inner_steps=3)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=50, num_chains=2, chain_method="vectorized", progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 3)))
+    assert int(np.sum(mcmc.last_state.num_divergent)) == 0
+
+
+def test_paper_units():
+    assert infer.paper_step_size(1e-3, 0.01) == pytest.approx(1e-5)
+    with pytest.raises(ValueError, match="positive"):
+        infer.paper_step_size(1e-3, 0.0)
+
+
+def test_bad_kernel_arguments():
+    with pytest.raises(ValueError, match="exactly one of model or potential_fn"):
+        infer.Langevin(step_size=0.1)
+    with pytest.raises(ValueError, match="step_size must be a positive"):
+        infer.Langevin(models.one_hidden_layer, step_size=-1.0)
+    with pytest.raises(ValueError, match="inner_steps must be a positive integer"):
+        infer.Langevin(models.one_hidden_layer, step_size=1e-3, inner_steps=0)
+
+
+# ---- the network model -------------------------------------------------------------------------
+def _small(P=40, N0=10, D=2, seed=0):
+    return rp.datasets.synthetic(P=P, P_test=60, N0=N0, D=D, teacher="linear", seed=seed)
+
+
+def test_model_potential_is_the_papers_gibbs_measure():
+    data = _small()
+    kw = dict(N1=7, T=0.3, lambda0=0.8, lambda1=1.7, activation="erf")
+    rng = np.random.default_rng(1)
+
+    def draw():
+        return {"w": jnp.asarray(rng.standard_normal((7, 10))), "v": jnp.asarray(rng.standard_normal((2, 7)))}
+
+    def U_paper(p):  # L/T + lambda0 |w|^2/2 + lambda1 |v|^2/2, numpy, written out
+        w, v = np.asarray(p["w"], float), np.asarray(p["v"], float)
+        from scipy.special import erf
+        f = erf(data.X @ w.T / np.sqrt(10)) @ v.T / np.sqrt(7)
+        L = 0.5 * np.sum((data.Y - f) ** 2)
+        return L / kw["T"] + kw["lambda0"] * np.sum(w**2) / 2 + kw["lambda1"] * np.sum(v**2) / 2
+
+    a, b = draw(), draw()
+    dU = potential_energy(models.one_hidden_layer, (data.X, data.Y), kw, a) - \
+        potential_energy(models.one_hidden_layer, (data.X, data.Y), kw, b)
+    np.testing.assert_allclose(float(dU), U_paper(a) - U_paper(b), rtol=2e-4)
+
+
+def test_predictive_gives_network_outputs_with_and_without_bias():
+    data = _small()
+    for bias in (False, True):
+        kw = dict(N1=5, T=0.1, activation="tanh", bias=bias)
+        prior = Predictive(models.one_hidden_layer, num_samples=3)(jax.random.PRNGKey(0), data.X, data.Y, **kw)
+        params = {k: prior[k] for k in (("w", "v", "b", "c") if bias else ("w", "v"))}
+        pred = Predictive(models.one_hidden_layer, posterior_samples=params)(
+            jax.random.PRNGKey(1), data.X_test, None, D=2, **kw)
+        assert pred["f"].shape == (3, 60, 2) and pred["y"].shape == (3, 60, 2)
+        one = {k: v[1] for k, v in params.items()}
+        np.testing.assert_allclose(pred["f"][1], models.forward(one, data.X_test, "tanh"), rtol=1e-5)
+        assert ("b" in prior) == bias
+
+
+def test_model_bad_input():
+    data = _small()
+    with pytest.raises(ValueError, match="give Y or the number of outputs D"):
+        numpyro.handlers.seed(models.one_hidden_layer, 0)(data.X, None, N1=3)
+    with pytest.raises(ValueError, match="N1 must be a positive integer"):
+        numpyro.handlers.seed(models.one_hidden_layer, 0)(data.X, data.Y, N1=0)
+    with pytest.raises(ValueError, match="T must be a positive"):
+        numpyro.handlers.seed(models.one_hidden_layer, 0)(data.X, data.Y, N1=3, T=-1.0)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        numpyro.handlers.seed(models.one_hidden_layer, 0)(data.X, data.Y, N1=3, activation="swish")
+
+
+# ---- inside MCMC ---------------------------------------------------------------------------------
+def _langevin_run(num_samples, chain_method="vectorized", observables_fn=None, key=0, state=None, **kernel_kw):
+    data = _small()
+    kernel = infer.Langevin(models.one_hidden_layer, step_size=1e-4, inner_steps=5, observables=observables_fn,
+                            **kernel_kw)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=num_samples, num_chains=2, chain_method=chain_method,
+                progress_bar=False)
+    if state is not None:
+        mcmc.post_warmup_state = state
+    mcmc.run(jax.random.PRNGKey(key) if state is None else state.rng_key, data.X, data.Y, N1=6, T=0.1)
+    return mcmc
+
+
+def test_vectorized_and_sequential_chains_agree():
+    vec = _langevin_run(30, "vectorized").get_samples(group_by_chain=True)
+    seq = _langevin_run(30, "sequential").get_samples(group_by_chain=True)
+    for site in ("w", "v"):
+        assert vec[site].shape == (2, 30) + vec[site].shape[2:]
+        np.testing.assert_allclose(vec[site], seq[site], rtol=1e-4, atol=1e-5)
+    assert not np.allclose(vec["w"][0], vec["w"][1])  # the chains differ from each other
+
+
+def test_resumed_run_equals_one_long_run():
+    full = _langevin_run(40, adjust=True).get_samples(group_by_chain=True)
+    first = _langevin_run(20, adjust=True)
+    second = _langevin_run(20, state=first.last_state, adjust=True)
+    for site in ("w", "v"):
+        joined = np.concatenate([first.get_samples(group_by_chain=True)[site],
+                                 second.get_samples(group_by_chain=True)[site]], axis=1)
+        np.testing.assert_allclose(joined, full[site], rtol=1e-5, atol=1e-6)
+
+
+def test_observables_replace_the_weights_and_match_evaluate():
+    data = _small()
+    obs = observables.default(data.X_test, data.Y_test)
+    mcmc = _langevin_run(10, observables_fn=obs, key=3)
+    s = mcmc.get_samples(group_by_chain=True)
+    assert set(s) == {"eps_g", "overlap"} and s["overlap"].shape == (2, 10, 2, 2)
+    # the same chain without observables, evaluated afterwards, gives the same numbers
+    weights = _langevin_run(10, key=3).get_samples(group_by_chain=True)
+    again = observables.evaluate(obs, weights, batch_dims=2)
+    np.testing.assert_allclose(again["eps_g"], s["eps_g"], rtol=1e-4)
+    np.testing.assert_allclose(again["overlap"], s["overlap"], rtol=1e-4, atol=1e-6)
+    # and v v^T / N1 by hand
+    v = np.asarray(weights["v"], float)
+    np.testing.assert_allclose(s["overlap"], np.einsum("cdah,cdbh->cdab", v, v) / 6, rtol=1e-4, atol=1e-6)
+    az.from_numpyro(mcmc)  # works with observables too
+
+
+def test_arviz_gets_named_dimensions():
+    mcmc = _langevin_run(5)
+    dt = az.from_numpyro(mcmc)
+    post = dt["posterior"]
+    assert post["w"].dims == ("chain", "draw", "hidden", "input")
+    assert post["v"].dims == ("chain", "draw", "output", "hidden")
+    assert dt["observed_data"]["y"].dims == ("data", "output")
+
+
+# ---- the three samplers agree on a small network ------------------------------------------------------
+def _mean_and_se(x):
+    """Mean of draws (chain, draw) and its standard error from ArviZ's effective sample size."""
+    x = np.asarray(x, dtype=np.float64)
+    return x.mean(), x.std() / np.sqrt(float(az.ess(x)))
+
+
+@pytest.mark.slow
+def test_ula_mala_and_nuts_agree_on_a_small_network():
+    data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
+    kw = dict(N1=20, T=0.1)
+    obs = observables.default(data.X_test, data.Y_test)
+    results = {}
+    for name, kernel, n_warm, n_draws in [
+        ("ULA", infer.Langevin(models.one_hidden_layer, step_size=5e-4, inner_steps=100, observables=obs), 300, 3000),
+        ("MALA", infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=20,
+                                observables=obs), 300, 3000),
+        ("NUTS", NUTS(models.one_hidden_layer), 500, 1500),
+    ]:
+        mcmc = MCMC(kernel, num_warmup=n_warm, num_samples=n_draws, num_chains=2, chain_method="vectorized",
+                    progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(11), data.X, data.Y, **kw)
+        s = mcmc.get_samples(group_by_chain=True)
+        if name == "NUTS":
+            s = observables.evaluate(obs, s, batch_dims=2)
+        results[name] = {"eps_g": _mean_and_se(s["eps_g"])}
+        for a, b in [(0, 0), (0, 1), (1, 1)]:
+            results[name][f"overlap{a}{b}"] = _mean_and_se(s["overlap"][:, :, a, b])
+    for name, res in results.items():  # errors small enough for the comparison to mean something
+        assert res["eps_g"][1] < 0.02 * res["eps_g"][0] and res["overlap00"][1] < 0.03, (name, res)
+    for other in ("ULA", "MALA"):
+        for key, (m_ref, se_ref) in results["NUTS"].items():
+            m, se = results[other][key]
+            z = abs(m - m_ref) / np.hypot(se, se_ref)
+            assert z < 4, f"{other} vs NUTS on {key}: {m:.4f} +- {se:.4f} vs {m_ref:.4f} +- {se_ref:.4f} (z = {z:.1f})"
