@@ -23,6 +23,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/theory_speed.py
+	$(PY) benchmarks/sampler.py
 
 clean:
 	rm -rf $(VENV) renormpp-demo .pytest_cache

@@ -1,15 +1,17 @@
 """renormpp: finite Bayesian one-hidden-layer networks and their proportional-limit theory.
 
 Submodules: :mod:`renormpp.kernels` (NNGP kernels), :mod:`renormpp.theory` (kernel shape
-renormalization: the order parameter Q* and its predictions), :mod:`renormpp.datasets`.
+renormalization: the order parameter Q* and its predictions), :mod:`renormpp.models` (the finite
+network as a NumPyro model), :mod:`renormpp.infer` (Langevin MCMC kernel), :mod:`renormpp.observables`
+(generalization loss and readout overlaps per draw), :mod:`renormpp.datasets`.
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets, kernels, theory
+from . import datasets, infer, kernels, models, observables, theory
 
 try:
     __version__ = version("renormpp")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["datasets", "kernels", "theory", "__version__"]
+__all__ = ["datasets", "infer", "kernels", "models", "observables", "theory", "__version__"]

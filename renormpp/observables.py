@@ -8,7 +8,7 @@ Each constructor returns a function ``fn(params) -> value`` of one draw (a dict 
 * :func:`combine`: several of them as one function returning a dict.
 
 Use them as ``rp.infer.Langevin(..., observables=fn)`` so that a long run keeps only these, or on
-samples from any sampler with :func:`evaluate`.
+samples from any sampler with :func:`evaluate`. ``arviz.from_numpyro(mcmc, dims=DIMS)`` names their axes.
 """
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .models import Activation, forward
+
+
+#: Named dimensions of the recorded observables, for ``arviz.from_numpyro(mcmc, dims=DIMS)``.
+DIMS = {"overlap": ["output", "output_"], "eps_g": []}
 
 
 def generalization_loss(X_test, Y_test, activation: Activation = "erf") -> Callable:

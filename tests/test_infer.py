@@ -201,7 +201,8 @@ def test_observables_replace_the_weights_and_match_evaluate():
     # and v v^T / N1 by hand
     v = np.asarray(weights["v"], float)
     np.testing.assert_allclose(s["overlap"], np.einsum("cdah,cdbh->cdab", v, v) / 6, rtol=1e-4, atol=1e-6)
-    az.from_numpyro(mcmc)  # works with observables too
+    post = az.from_numpyro(mcmc, dims=observables.DIMS)["posterior"]  # works with observables too
+    assert post["overlap"].dims == ("chain", "draw", "output", "output_") and post["eps_g"].dims == ("chain", "draw")
 
 
 def test_arviz_gets_named_dimensions():
@@ -248,3 +249,15 @@ def test_ula_mala_and_nuts_agree_on_a_small_network():
             m, se = results[other][key]
             z = abs(m - m_ref) / np.hypot(se, se_ref)
             assert z < 4, f"{other} vs NUTS on {key}: {m:.4f} +- {se:.4f} vs {m_ref:.4f} +- {se_ref:.4f} (z = {z:.1f})"
+
+
+def test_thinning_and_progress_bar(capsys):
+    data = _small()
+    runs = {}
+    for thinning, bar in ((1, False), (3, True)):
+        kernel = infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=2)
+        mcmc = MCMC(kernel, num_warmup=5, num_samples=12, thinning=thinning, progress_bar=bar)
+        mcmc.run(jax.random.PRNGKey(4), data.X, data.Y, N1=4, T=0.1)
+        runs[thinning] = np.asarray(mcmc.get_samples()["v"])
+    assert runs[3].shape[0] == 4
+    np.testing.assert_allclose(runs[3], runs[1][2::3], rtol=1e-5, atol=1e-6)
