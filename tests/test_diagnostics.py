@@ -1,0 +1,224 @@
+"""Error bars on series with known answers, the theory comparison, and every plot on a real short run."""
+import warnings
+
+import jax
+import matplotlib
+import numpy as np
+import pytest
+import scipy.signal
+
+matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+from numpyro.infer import MCMC  # noqa: E402
+
+import renormpp as rp  # noqa: E402
+from renormpp import diagnostics as dg  # noqa: E402
+from renormpp import infer, models, observables, plots  # noqa: E402
+
+
+def ar1(phi, n, seed=0):
+    """Stationary AR(1) with unit variance: tau_int = (1 + phi) / (1 - phi)."""
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal(n) * np.sqrt(1 - phi**2)
+    e[0] = rng.standard_normal()
+    return scipy.signal.lfilter([1.0], [1.0, -phi], e)
+
+
+@pytest.mark.parametrize("phi, n", [(0.5, 100_000), (0.9, 400_000), (0.99, 2_000_000)])
+@pytest.mark.parametrize("method", ["blocking", "gamma", "ess"])
+def test_ar1_error_of_the_mean(phi, n, method):
+    x = ar1(phi, n)
+    tau = (1 + phi) / (1 - phi)
+    est = dg.error_of_mean(x, method=method, cut=0)
+    true_error = np.sqrt(tau / n)
+    assert abs(est.error / true_error - 1) < 0.15, (est.error, true_error)
+    assert abs(est.tau_int / tau - 1) < 0.3
+    assert est.reliable and est.n == n and est.cut == 0
+    assert abs(est.mean) < 5 * true_error
+
+
+def test_gamma_method_matches_pyerrors():
+    pe = pytest.importorskip("pyerrors")
+    for phi in (0.3, 0.95):
+        x = ar1(phi, 50_000, seed=3)
+        ours = dg.gamma_method(x, cut=0)
+        ref = pe.Obs([x], ["ensemble"])
+        ref.gamma_method(S=1.5)
+        assert ours.details["window"] == ref.e_windowsize["ensemble"]
+        np.testing.assert_allclose(ours.error, ref.dvalue, rtol=1e-4)
+        np.testing.assert_allclose(ours.tau_int, 2 * ref.e_tauint["ensemble"], rtol=1e-4)  # pyerrors: Wolff's half
+
+
+def test_several_chains_pool_into_one_error():
+    chains = np.stack([ar1(0.9, 100_000, seed=s) for s in range(4)])
+    true_error = np.sqrt(19 / chains.size)
+    for method in dg.ESTIMATORS:
+        est = dg.error_of_mean(chains, method=method, cut=0)
+        assert abs(est.error / true_error - 1) < 0.15, (method, est.error, true_error)
+        assert est.n == chains.size
+
+
+def test_thermalization_cut_finds_the_transient_and_can_be_overridden():
+    n = 20_000
+    x = ar1(0.8, n, seed=1) + 8.0 * np.exp(-np.arange(n) / 300.0)
+    cut = dg.thermalization_cut(x)
+    assert 900 < cut <= n // 2  # the transient decays to the noise level after ~ 300 ln(8 / 0.05) ~ 1500 draws
+    assert dg.blocking(x).cut == cut
+    assert dg.gamma_method(x, cut=123).cut == 123
+    assert dg.thermalization_cut(ar1(0.8, n, seed=2)) < 1000  # nothing to cut in a stationary series
+
+
+def test_short_run_warns():
+    x = ar1(0.99, 300, seed=0)
+    for method in dg.ESTIMATORS:
+        with pytest.warns(dg.ShortRunWarning):
+            est = dg.error_of_mean(x, method=method, cut=0)
+        assert not est.reliable
+
+
+def test_bad_series():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        dg.blocking(np.array([1.0, np.nan, 2.0, 3.0, 4.0]))
+    with pytest.raises(ValueError, match="at least 4"):
+        dg.gamma_method(np.ones(3))
+    with pytest.raises(ValueError, match="shape"):
+        dg.gamma_method(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match="unknown method 'jackknife'"):
+        dg.error_of_mean(np.ones(10), method="jackknife")
+    with pytest.raises(ValueError, match="cut=99"):
+        dg.blocking(np.arange(100.0), cut=99)
+
+
+# ---- compare -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def problem():
+    data = rp.datasets.synthetic(P=40, P_test=100, N0=10, D=2, teacher="linear", seed=0)
+    fit = rp.theory.solve(data.X, data.Y, N1=20, T=0.1)
+    return data, fit
+
+
+@pytest.mark.parametrize("method", ["gamma", "blocking", "ess"])
+def test_compare_on_constructed_samples(problem, method):
+    data, fit = problem
+    n, sigma = 40_000, 0.05
+    rng = np.random.default_rng(0)
+    xi = rng.standard_normal((1, n, 4))
+    xi = (xi - xi.mean(axis=1, keepdims=True)) / xi.std(axis=1, keepdims=True)  # mean exactly 0, sd 1
+    eps_th = fit.generalization_error(data.X_test, data.Y_test)
+    Q = fit.readout_overlap
+    shifts = np.array([0.01, -0.002, 0.0005, 0.003])  # eps_g, overlap[0,0], [0,1], [1,1]
+    eps = eps_th + shifts[0] + sigma * xi[..., 0]
+    ov = np.empty((1, n, 2, 2))
+    for k, (a, b) in enumerate([(0, 0), (0, 1), (1, 1)]):
+        ov[..., a, b] = ov[..., b, a] = Q[a, b] + shifts[k + 1] + sigma * xi[..., k + 1]
+    ds = dg.compare({"eps_g": eps, "overlap": ov}, fit, data.X_test, data.Y_test, method=method, cut=0)
+    assert list(ds.quantity.values) == ["eps_g", "overlap[0,0]", "overlap[0,1]", "overlap[1,1]"]
+    truth = np.array([eps_th, Q[0, 0], Q[0, 1], Q[1, 1]])
+    np.testing.assert_allclose(ds.mc_mean, truth + shifts, rtol=1e-10)
+    np.testing.assert_allclose(ds.prediction.sel(theory="exact"), truth, rtol=1e-10)
+    np.testing.assert_allclose(ds.delta.sel(theory="exact"), np.abs(shifts / truth), rtol=1e-8)
+    np.testing.assert_allclose(ds.z.sel(theory="exact"), shifts / (sigma / np.sqrt(n)), rtol=0.15)
+    np.testing.assert_allclose(ds.z.sel(theory="exact") * ds.mc_error, shifts, rtol=1e-8)
+    iw = fit.refit("infinite_width")
+    np.testing.assert_allclose(ds.prediction.sel(quantity="eps_g", theory="infinite_width"),
+                               iw.generalization_error(data.X_test, data.Y_test))
+    np.testing.assert_allclose(ds.prediction.sel(quantity="overlap[0,1]", theory="infinite_width"), 0.0)
+    one = fit.refit("one_loop")
+    np.testing.assert_allclose(ds.prediction.sel(quantity="overlap[0,1]", theory="one_loop"), one.readout_overlap[0, 1])
+    assert "eps_g  MC" in ds.attrs["summary"] and "exact" in ds.attrs["summary"]
+
+
+def test_compare_rejects_mismatched_input(problem):
+    data, fit = problem
+    with pytest.raises(ValueError, match="D=3 outputs but the fit has D=2"):
+        dg.compare({"eps_g": np.ones(100), "overlap": np.ones((100, 3, 3))}, fit, data.X_test, data.Y_test)
+    with pytest.raises(ValueError, match="need 'eps_g' and 'overlap'"):
+        dg.compare({"theta": np.ones(100)}, fit, data.X_test, data.Y_test)
+    with pytest.raises(ValueError, match="give X_test and Y_test"):
+        dg.compare({"w": np.ones((10, 20, 10)), "v": np.ones((10, 2, 20))}, fit)
+
+
+# ---- a real short run through compare and every plot ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def runs(problem):
+    data, fit = problem
+    obs = observables.default(data.X_test, data.Y_test)
+    out = {}
+    for N1 in (10, 20, 40):
+        kernel = infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=10, observables=obs)
+        mcmc = MCMC(kernel, num_warmup=50, num_samples=600, num_chains=2, chain_method="vectorized", progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(N1), data.X, data.Y, N1=N1, T=0.1)
+        out[N1] = mcmc
+    return out
+
+
+def test_compare_from_weights_equals_compare_from_observables(problem):
+    data, fit = problem
+    kw = dict(step_size=3e-3, adjust=True, inner_steps=5)
+    results = []
+    for obs in (None, observables.default(data.X_test, data.Y_test)):
+        mcmc = MCMC(infer.Langevin(models.one_hidden_layer, observables=obs, **kw), num_warmup=0, num_samples=200,
+                    progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(7), data.X, data.Y, N1=20, T=0.1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.ShortRunWarning)
+            results.append(dg.compare(dg.to_datatree(mcmc), fit, data.X_test, data.Y_test, cut=0))
+    np.testing.assert_allclose(results[0].mc_mean, results[1].mc_mean, rtol=1e-4)
+
+
+def _check_png(fig, path, xlabels=(), ylabels=()):
+    fig.savefig(path, dpi=60)
+    img = matplotlib.image.imread(path)
+    assert img.shape[0] > 100 and img.shape[1] > 100 and img[..., :3].std() > 0.05  # not blank
+    labels_x = [ax.get_xlabel() for ax in fig.axes]
+    labels_y = [ax.get_ylabel() for ax in fig.axes]
+    for lab in xlabels:
+        assert any(lab in x for x in labels_x), (lab, labels_x)
+    for lab in ylabels:
+        assert any(lab in y for y in labels_y), (lab, labels_y)
+    plt.close(fig)
+
+
+def test_every_plot_from_a_short_run(problem, runs, tmp_path):
+    data, fit = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.ShortRunWarning)
+        results = [dg.compare(m, fit.refit(N1=N1), data.X_test, data.Y_test) for N1, m in runs.items()]
+    assert [r.attrs["N1"] for r in results] == [10, 20, 40]
+
+    fig = plots.overlap_heatmaps(results[1], class_names=["cat", "horse"])
+    assert len(fig.axes) == 3 and len(fig.axes[0].images) == 1  # two maps and a colorbar
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["cat", "horse"]
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array()[0, 0], fit.readout_overlap[0, 0] / 20)
+    _check_png(fig, tmp_path / "heat.png", xlabels=["output"])
+
+    fig = plots.generalization_vs_N1(results, fit, data.X_test, data.Y_test)
+    ax = fig.axes[0]
+    assert [line.get_linestyle() for line in ax.lines[:3]] == ["-", "--", "-."]
+    assert len(ax.containers) == 1 and len(ax.containers[0].lines[0].get_xdata()) == 3  # MC points with error bars
+    _check_png(fig, tmp_path / "gen.png", xlabels=["hidden units"], ylabels=["generalization loss"])
+
+    fig = plots.overlaps_vs_N1(results, fit)
+    assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2 and len(fig.axes[1].containers) == 1
+    _check_png(fig, tmp_path / "ov.png", xlabels=["hidden units"], ylabels=["diagonal"])
+
+    eps = runs[20].get_samples(group_by_chain=True)["eps_g"][0]
+    fig = plots.mc_analysis(eps)
+    assert len(fig.axes) == 3 and len(fig.axes[1].patches) == 50
+    _check_png(fig, tmp_path / "mc.png", xlabels=["recorded draw", "block size"], ylabels=["density", "standard error"])
+
+    dt = dg.to_datatree(runs[20])
+    assert dt["posterior"]["overlap"].dims == ("chain", "draw", "output", "output_")
+    for fn in (plots.trace, plots.autocorr, plots.ess):
+        fig = fn(dt)
+        assert len(fig.axes) >= 1 + 4  # eps_g and the 2 x 2 overlaps
+        _check_png(fig, tmp_path / f"{fn.__name__}.png")
+
+
+def test_to_datatree_from_a_dict_names_dims():
+    samples = {"w": np.zeros((2, 5, 3, 4)), "v": np.zeros((2, 5, 2, 3)), "overlap": np.zeros((2, 5, 2, 2))}
+    post = dg.to_datatree(samples)["posterior"]
+    assert post["w"].dims == ("chain", "draw", "hidden", "input")
+    assert post["v"].dims == ("chain", "draw", "output", "hidden")
+    assert post["overlap"].dims == ("chain", "draw", "output", "output_")
