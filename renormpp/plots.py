@@ -191,6 +191,7 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", cut="auto", draw_unit: str 
 def _arviz_plot(fn, dt, **kwargs):
     import arviz_plots
 
+    kwargs.setdefault("figure_kwargs", {"layout": "constrained"})  # titles clear of the axes above
     pc = getattr(arviz_plots, fn)(dt, backend="matplotlib", **kwargs)
     return pc.viz["figure"].item()
 
