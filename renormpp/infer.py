@@ -140,7 +140,8 @@ class Langevin(MCMCKernel):
                 key_init, self._model, dynamic_args=True, init_strategy=self._init_strategy,
                 model_args=model_args, model_kwargs=model_kwargs,
             )
-            init_params = params_info[0]
+            if init_params is None:  # MCMC.run(..., init_params=...) takes precedence over init_strategy
+                init_params = params_info[0]
             self._potential_fn = potential_gen(*model_args, **model_kwargs)
             self._constrain = self._postprocess_fn(*model_args, **model_kwargs)
         else:

@@ -261,3 +261,13 @@ def test_thinning_and_progress_bar(capsys):
         runs[thinning] = np.asarray(mcmc.get_samples()["v"])
     assert runs[3].shape[0] == 4
     np.testing.assert_allclose(runs[3], runs[1][2::3], rtol=1e-5, atol=1e-6)
+
+
+def test_init_params_are_respected_with_a_model():
+    data = _small()
+    init = {"w": jnp.full((4, 10), 0.3), "v": jnp.full((2, 4), -0.2)}
+    kernel = infer.Langevin(models.one_hidden_layer, step_size=1e-9, inner_steps=1)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=1, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), data.X, data.Y, N1=4, T=0.1, init_params=init)
+    np.testing.assert_allclose(mcmc.get_samples()["w"][0], 0.3, atol=1e-3)
+    np.testing.assert_allclose(mcmc.get_samples()["v"][0], -0.2, atol=1e-3)
