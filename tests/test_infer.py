@@ -79,6 +79,16 @@ def test_divergence_is_caught_and_named(num_chains):
     assert int(np.sum(mcmc.last_state.num_divergent)) > 0
 
 
+def test_divergence_flagged_without_warning_when_asked():
+    kernel = infer.Langevin(potential_fn=lambda x: jnp.sum(x**4), step_size=5.0, inner_steps=3, warn_divergences=False)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=20, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.full(2, 3.0), extra_fields=("diverging",))
+    assert np.all(np.isfinite(np.asarray(mcmc.get_samples())))
+    assert int(mcmc.last_state.num_divergent) > 0
+
+
 def test_no_warning_without_divergence():
     kernel = infer.Langevin(potential_fn=gaussian_potential, step_size=0.01, inner_steps=3)
     mcmc = MCMC(kernel, num_warmup=0, num_samples=50, num_chains=2, chain_method="vectorized", progress_bar=False)
