@@ -298,6 +298,19 @@ def _observable_draws(source, fit, X_test, Y_test) -> dict:
 THEORIES = ("exact", "one_loop", "infinite_width")
 
 
+def theory_fit(fit, method: str, **changes):
+    """``fit.refit(method, **changes)``, or None where that theory does not apply: a one-loop Q that is
+    not positive definite, or the exact and one-loop theories for a non-odd activation (relu)."""
+    from . import kernels
+
+    if method != "infinite_width" and not kernels.is_odd(fit.activation):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # reported as None instead
+        th = fit if (fit.method == method and not changes) else fit.refit(method, **changes)
+    return th if th.converged else None
+
+
 def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto"):
     r"""Sampled generalization loss and readout overlaps against the three theory predictions.
 
@@ -334,10 +347,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
 
     pred = np.empty((len(names), len(THEORIES)))
     for j, name in enumerate(THEORIES):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a broken one-loop Q is reported as NaN below
-            th = fit if fit.method == name else fit.refit(name)
-        if not th.converged:
+        th = theory_fit(fit, name)
+        if th is None:
             pred[:, j] = np.nan
             continue
         pred[0, j] = th.generalization_error(X_test, Y_test)
@@ -371,10 +382,12 @@ def summary(ds) -> str:
     for th in THEORIES:
         p = float(e.prediction.sel(theory=th))
         lines.append(f"   {th:15s} {p:.5g}  z = {float(e.z.sel(theory=th)):+.1f}  Delta = {float(e.delta.sel(theory=th)):.2%}"
-                     if np.isfinite(p) else f"   {th:15s} (not available: the one-loop Q is not positive definite)")
+                     if np.isfinite(p) else f"   {th:15s} (does not apply: non-odd activation, or a one-loop Q that is not positive definite)")
     ov = ds.sel(quantity=ds.quantity[1:])
     for th in ("exact", "infinite_width"):
         zs = np.abs(ov.z.sel(theory=th).values)
+        if not np.isfinite(zs).any():
+            continue
         lines.append(f"overlaps vs {th}: max |z| = {np.nanmax(zs):.1f} over {zs.size} entries, "
                      f"{np.mean(zs < 2):.0%} within 2 sigma")
     if not bool(ds.reliable.all()):

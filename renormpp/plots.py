@@ -62,15 +62,11 @@ def overlap_heatmaps(ds, class_names=None, diagonal_scale: float = 20.0):
 
 def _theory_lines(fit, N1_grid, X_test=None, Y_test=None):
     """exact / one-loop / infinite-width curves over N1 from one kernel eigendecomposition."""
-    import warnings
-
     out = {m: {"eps_g": [], "Q": []} for m in STYLE}
     for N1 in N1_grid:
         for m in STYLE:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                th = fit.refit(m, N1=N1)
-            ok = th.converged
+            th = diagnostics.theory_fit(fit, m, N1=N1)
+            ok = th is not None
             out[m]["eps_g"].append(th.generalization_error(X_test, Y_test) if ok and X_test is not None else np.nan)
             out[m]["Q"].append(th.readout_overlap if ok else np.full((fit.D, fit.D), np.nan))
     return {m: {k: np.array(v) for k, v in d.items()} for m, d in out.items()}

@@ -222,3 +222,18 @@ def test_to_datatree_from_a_dict_names_dims():
     assert post["w"].dims == ("chain", "draw", "hidden", "input")
     assert post["v"].dims == ("chain", "draw", "output", "hidden")
     assert post["overlap"].dims == ("chain", "draw", "output", "output_")
+
+
+def test_compare_and_plots_with_a_non_odd_activation(problem, tmp_path):
+    """relu: only the infinite-width theory applies; the others are NaN, not an error."""
+    data, _ = problem
+    fit = rp.theory.solve(data.X, data.Y, N1=20, T=0.1, activation="relu", method="infinite_width")
+    rng = np.random.default_rng(0)
+    samples = {"eps_g": 0.3 + 0.01 * rng.standard_normal(4000), "overlap": 1.0 + 0.01 * rng.standard_normal((4000, 2, 2))}
+    ds = dg.compare(samples, fit, data.X_test, data.Y_test, cut=0)
+    assert np.isnan(ds.prediction.sel(theory="exact")).all() and np.isnan(ds.prediction.sel(theory="one_loop")).all()
+    np.testing.assert_allclose(ds.prediction.sel(quantity="eps_g", theory="infinite_width"),
+                               fit.generalization_error(data.X_test, data.Y_test))
+    assert "does not apply" in ds.attrs["summary"]
+    fig = plots.generalization_vs_N1([ds], fit, data.X_test, data.Y_test)
+    _check_png(fig, tmp_path / "relu.png", xlabels=["hidden units"])
