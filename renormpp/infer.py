@@ -184,15 +184,11 @@ class Langevin(MCMCKernel):
     def _init_one(self, z, rng_key):
         pe, grad = jax.value_and_grad(self._potential_fn)(z)
         grad_flat = ravel_pytree(grad)[0]
-        if not (self._is_tracer(pe)) and not (np.isfinite(pe) and np.all(np.isfinite(grad_flat))):
+        if not isinstance(pe, jax.core.Tracer) and not (np.isfinite(pe) and np.all(np.isfinite(grad_flat))):
             raise ValueError("the potential energy or its gradient is not finite at the initial parameters")
         zero = jnp.zeros((), dtype=pe.dtype)
         return LangevinState(jnp.array(0), z, pe, grad_flat, self._record(z), zero + 1.0, zero,
                              jnp.array(False), jnp.array(0), rng_key)
-
-    @staticmethod
-    def _is_tracer(x):
-        return isinstance(x, jax.core.Tracer)
 
     def _sample_one(self, state: LangevinState) -> LangevinState:
         h = self._step_size

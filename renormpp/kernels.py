@@ -25,6 +25,8 @@ from typing import Callable, Union
 
 import numpy as np
 
+from ._checks import positive
+
 Activation = Union[str, Callable]
 
 CLOSED_FORM = ("erf", "relu", "linear")
@@ -148,10 +150,7 @@ def _as_inputs(X, name: str) -> np.ndarray:
 
 
 def _check_lambda0(lambda0) -> float:
-    lambda0 = float(lambda0)
-    if not np.isfinite(lambda0) or lambda0 <= 0:
-        raise ValueError(f"lambda0 must be a positive finite number (prior precision of w); got {lambda0}")
-    return lambda0
+    return positive("lambda0", lambda0, "prior precision of w")
 
 
 def nngp(X1, X2=None, *, lambda0: float = 1.0, activation: Activation = "erf", order: int = 64):

@@ -20,6 +20,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from ._checks import positive
+
 Activation = Union[str, Callable]
 
 ACTIVATIONS: dict[str, Callable] = {
@@ -57,11 +59,6 @@ def forward(params: dict, X, activation: Activation = "erf"):
     return f
 
 
-def _check_positive(name, value):
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
-
-
 def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: float = 0.01,
                      lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None):
     r"""NumPyro model of the Bayesian one-hidden-layer network (see the module docstring).
@@ -89,7 +86,7 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: f
     if int(N1) != N1 or N1 < 1:
         raise ValueError(f"N1 must be a positive integer; got {N1!r}")
     for name, value in (("T", T), ("lambda0", lambda0), ("lambda1", lambda1)):
-        _check_positive(name, value)
+        positive(name, value)
     act = activation_fn(activation)
 
     with numpyro.plate("hidden", N1, dim=-2):

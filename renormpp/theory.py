@@ -38,6 +38,7 @@ import scipy.linalg
 import scipy.optimize
 
 from . import kernels
+from ._checks import positive as _positive
 from .kernels import Activation
 
 METHODS = ("exact", "one_loop", "infinite_width")
@@ -50,16 +51,6 @@ class ConvergenceWarning(RuntimeWarning):
 # ----------------------------------------------------------------------------------------------
 # input checks
 # ----------------------------------------------------------------------------------------------
-def _positive(name: str, value, meaning: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number ({meaning}); got {value!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number ({meaning}); got {value}")
-    return value
-
-
 def _finite_2d(A, name: str, rows_name: str) -> np.ndarray:
     A = np.asarray(A, dtype=np.float64)
     if A.ndim == 1 and name.startswith("Y"):
