@@ -4,15 +4,16 @@ Submodules: :mod:`renormpp.kernels` (NNGP kernels), :mod:`renormpp.theory` (kern
 renormalization: the order parameter Q* and its predictions), :mod:`renormpp.models` (the finite
 network as a NumPyro model), :mod:`renormpp.infer` (Langevin MCMC kernel), :mod:`renormpp.observables`
 (generalization loss and readout overlaps per draw), :mod:`renormpp.diagnostics` (error bars,
-theory against sampling), :mod:`renormpp.plots` (the paper's figures), :mod:`renormpp.datasets`.
+theory against sampling), :mod:`renormpp.plots` (the paper's figures), :mod:`renormpp.datasets`,
+:mod:`renormpp.experiments` (sweeps over N1: config, resumable runner, executors, reports).
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets, diagnostics, infer, kernels, models, observables, plots, theory
+from . import datasets, diagnostics, experiments, infer, kernels, models, observables, plots, theory
 
 try:
     __version__ = version("renormpp")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["datasets", "diagnostics", "infer", "kernels", "models", "observables", "plots", "theory", "__version__"]
+__all__ = ["datasets", "diagnostics", "experiments", "infer", "kernels", "models", "observables", "plots", "theory", "__version__"]

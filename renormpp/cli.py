@@ -1,20 +1,73 @@
-"""The ``renormpp`` command line: ``renormpp demo [--out DIR]``."""
+"""The ``renormpp`` command line.
+
+* ``renormpp run CONFIG.toml`` runs a sweep (``renormpp run OUTDIR`` resumes one);
+* ``renormpp demo`` runs the built-in sweep on a synthetic teacher (theory and sampling, a few minutes);
+* ``renormpp report OUTDIR`` rewrites the report of a sweep from its finished points.
+
+Exit status: 0 done, 1 some points failed, 2 a bad config or command line, 143 stopped by SIGTERM (progress
+saved: run the same command again to resume), 130 stopped by Ctrl-C.
+"""
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    commands = {"demo": "run the built-in theory sweep on a synthetic teacher"}
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: renormpp COMMAND [options]\n\ncommands:")
-        for name, text in commands.items():
-            print(f"  {name:10s} {text}")
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
-    from . import demo
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="renormpp", description=__doc__.splitlines()[0].rstrip("."))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run or resume a sweep from a TOML config (or an output folder)")
+    run.add_argument("config", help="a TOML config file, or the output folder of an earlier run to resume it")
+    demo = sub.add_parser("demo", help="the built-in sweep: theory and sampling over N1 on a synthetic teacher")
+    demo.add_argument("--out", default="renormpp-demo", help="output folder (default: %(default)s)")
+    demo.add_argument("--print-config", action="store_true", help="print the demo's config (a starting point for "
+                                                                  "your own) and exit")
+    for p in (run, demo):
+        if p is run:
+            p.add_argument("--out", help="output folder (overrides run.out)")
+        p.add_argument("--executor", choices=("inprocess", "process", "ray"), help="where the points run")
+        p.add_argument("--workers", type=int, help="process executor: worker processes")
+        p.add_argument("--address", help="ray executor: the cluster address (default: start a local Ray)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rep = sub.add_parser("report", help="rewrite the report of a sweep from its finished points")
+    rep.add_argument("outdir", help="the output folder of a run")
+    return parser
 
-    return demo.main(argv[1:])
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from . import experiments
+    from .experiments import demo
+
+    try:
+        if args.command == "report":
+            print(f"wrote {experiments.report(args.outdir)}")
+            return 0
+        if args.command == "demo" and args.print_config:
+            print(experiments.dumps(demo.CONFIG), end="")
+            return 0
+        config = demo.CONFIG if args.command == "demo" else args.config
+        outdir = experiments.run(config, out=args.out, executor=args.executor, workers=args.workers,
+                                 address=args.address, progress=False if args.no_progress else None)
+        print(f"\n{(outdir / 'report.md').read_text()}\nwrote {outdir / 'report.md'} and the figures beside it")
+        return 0
+    except (experiments.ConfigError, FileNotFoundError) as err:
+        print(f"renormpp {args.command}: {err}", file=sys.stderr)
+        return 2
+    except experiments.Interrupted as err:
+        print(f"renormpp {args.command}: {err}", file=sys.stderr)
+        return 143
+    except experiments.SweepError as err:
+        print(f"renormpp {args.command}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"renormpp {args.command}: interrupted; the last finished block of draws was saved. Run the same "
+              "command again to resume.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,236 @@
+"""The experiment runner: outputs, resumption after SIGTERM, executors, config errors, the CLI."""
+import copy
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+
+import arviz as az
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+import renormpp as rp
+from renormpp import experiments as ex
+from renormpp.cli import main
+from renormpp.experiments import demo
+
+TINY = {
+    "data": {"name": "synthetic", "P": 30, "P_test": 20, "N0": 6, "D": 2},
+    "model": {"N1": [8, 32], "T": 0.05},
+    "sampler": {"kind": "mala", "step_size": 2e-3, "inner_steps": 5, "num_warmup": 20, "num_samples": 120,
+                "num_chains": 2},
+    "run": {"seeds": [0], "progress": False, "chunk_seconds": 0.5},
+}
+
+
+def tiny(out, **changes):
+    cfg = copy.deepcopy(TINY)
+    cfg["run"]["out"] = str(out)
+    for key, value in changes.items():
+        table, name = key.split("__")
+        cfg[table][name] = value
+    return cfg
+
+
+def posterior(folder):
+    dt = az.from_netcdf(folder / "observables.nc")
+    return {k: np.asarray(dt["posterior"][k].values) for k in ("eps_g", "overlap")}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    return ex.run(tiny(out))
+
+
+def test_every_output_exists_and_parses(sweep):
+    assert tomllib.loads((sweep / "config.toml").read_text())["model"]["N1"] == [8, 32]
+    data = rp.datasets.synthetic(P=30, P_test=20, N0=6, D=2)
+    for N1 in (8, 32):
+        folder = sweep / "points" / f"N1={N1}_seed=0"
+        cfg = tomllib.loads((folder / "config.toml").read_text())
+        assert cfg["model"]["N1"] == N1 and cfg["run"]["seed"] == 0
+        assert json.loads((folder / "versions.json").read_text())["numpyro"]
+        theory = json.loads((folder / "theory.json").read_text())
+        fit = rp.theory.solve(data.X, data.Y, N1=N1, T=0.05, lambda0=1.0, lambda1=1.0, activation="erf")
+        np.testing.assert_allclose(theory["exact"]["Q"], fit.Q, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(theory["exact"]["eps_g"], fit.generalization_error(data.X_test, data.Y_test),
+                                   rtol=1e-8)
+        assert theory["infinite_width"]["applies"] and theory["infinite_width"]["Q"] == [[1.0, 0.0], [0.0, 1.0]]
+        dt = az.from_netcdf(folder / "observables.nc")
+        assert dt["posterior"]["overlap"].dims == ("chain", "draw", "output", "output_")
+        assert dt["posterior"]["eps_g"].shape == (2, 120)
+        assert dt["sample_stats"]["accept_prob"].shape == (2, 120)
+        comp = pd.read_csv(folder / "comparison.csv")
+        assert set(comp.theory) == {"exact", "one_loop", "infinite_width"} and len(comp) == 3 * 4
+        post = posterior(folder)
+        mean_eps = comp[(comp.quantity == "eps_g")].mc_mean.iloc[0]
+        assert 0 < mean_eps < 2 * post["eps_g"].mean()  # the mean after the thermalization cut
+        assert "| eps_g |" in (folder / "comparison.md").read_text()
+        for png in ("overlaps.png", "mc_analysis.png", "trace.png"):
+            assert mpimg.imread(folder / png).ndim == 3
+        result = json.loads((folder / "result.json").read_text())
+        assert result["draws"] == 120 and result["chains"] == 2
+        assert not (folder / "checkpoint.pkl").with_suffix(".pkl.tmp").exists()
+    summary = pd.read_csv(sweep / "summary.csv")
+    assert list(summary.N1) == [8, 32]
+    assert len(pd.read_csv(sweep / "pooled.csv")) == 2 * 3 * 4
+    for png in ("generalization_vs_N1.png", "overlaps_vs_N1.png", "overlaps.png"):
+        assert mpimg.imread(sweep / png).ndim == 3
+    assert "generalization_vs_N1.png" in (sweep / "report.md").read_text()
+
+
+def test_recorded_observables_are_those_of_the_network(sweep):
+    """The draws are eps_g and v v^T/N1 of the sampled network: eps_g >= 0, overlaps symmetric and PSD."""
+    post = posterior(sweep / "points" / "N1=8_seed=0")
+    assert np.all(post["eps_g"] > 0)
+    np.testing.assert_allclose(post["overlap"], np.swapaxes(post["overlap"], -1, -2), atol=1e-6)
+    assert np.all(np.linalg.eigvalsh(post["overlap"].astype(np.float64)) > -1e-6)
+
+
+def test_a_finished_point_is_not_recomputed(sweep):
+    folder = sweep / "points" / "N1=8_seed=0"
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    t0 = time.perf_counter()
+    ex.run(sweep)  # the output folder resumes the run
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+    assert time.perf_counter() - t0 < 60
+
+
+def test_extending_a_sweep_computes_only_the_new_points(sweep, tmp_path):
+    import shutil
+
+    out = tmp_path / "ext"
+    shutil.copytree(sweep, out)
+    before = (out / "points" / "N1=8_seed=0" / "result.json").stat().st_mtime_ns
+    cfg = tiny(out, model__N1=[8, 32, 16])
+    ex.run(cfg)
+    assert (out / "points" / "N1=16_seed=0" / "result.json").exists()
+    assert (out / "points" / "N1=8_seed=0" / "result.json").stat().st_mtime_ns == before
+    with pytest.raises(ex.ConfigError, match="sampler.num_samples"):
+        ex.run(tiny(out, sampler__num_samples=50))
+
+
+def _checkpointed_draws(path):
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)["n"]
+    except (FileNotFoundError, EOFError, pickle.UnpicklingError):
+        return 0
+
+
+def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
+    total = 1500
+    changes = dict(model__N1=[16], sampler__num_samples=total, sampler__inner_steps=10, run__checkpoint_every=0.0,
+                   run__chunk_seconds=0.3)
+    path = tmp_path / "cfg.toml"
+    path.write_text(ex.dumps(tiny(tmp_path / "killed", **changes)))
+    folder = tmp_path / "killed" / "points" / "N1=16_seed=0"
+    proc = subprocess.Popen([sys.executable, "-m", "renormpp.cli", "run", str(path), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while _checkpointed_draws(folder / "checkpoint.pkl") < 40 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "renormpp run" in err and "resume" in err.lower()
+    saved = _checkpointed_draws(folder / "checkpoint.pkl")
+    assert 40 <= saved < total and not (folder / "result.json").exists()
+
+    resumed = subprocess.run([sys.executable, "-m", "renormpp.cli", "run", str(tmp_path / "killed"), "--no-progress"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    reference = ex.run(tiny(tmp_path / "straight", **changes))
+    a = posterior(folder)
+    b = posterior(reference / "points" / "N1=16_seed=0")
+    assert a["eps_g"].shape == (2, total)
+    np.testing.assert_array_equal(a["eps_g"], b["eps_g"])
+    np.testing.assert_array_equal(a["overlap"], b["overlap"])
+
+
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_executors_give_the_same_results_as_in_process(sweep, tmp_path, executor):
+    if executor == "ray":
+        pytest.importorskip("ray", reason="the ray extra is part of the dev install")
+    out = ex.run(tiny(tmp_path / executor), executor=executor, workers=2)
+    for N1 in (8, 32):
+        name = f"N1={N1}_seed=0"
+        a, b = posterior(out / "points" / name), posterior(sweep / "points" / name)
+        np.testing.assert_array_equal(a["eps_g"], b["eps_g"])
+        np.testing.assert_array_equal(a["overlap"], b["overlap"])
+        ta = json.loads((out / "points" / name / "theory.json").read_text())
+        tb = json.loads((sweep / "points" / name / "theory.json").read_text())
+        np.testing.assert_allclose(ta["exact"]["Q"], tb["exact"]["Q"], rtol=1e-10)
+
+
+BAD = [
+    (dict(model__N1=0), r"model.N1 = 0 is not allowed: expected an integer >= 1"),
+    (dict(model__T=-1.0), r"model.T = -1.0 is not allowed: expected a finite number > 0"),
+    (dict(model__activation="softplus"), r"model.activation = 'softplus'.*'erf', 'relu'"),
+    (dict(model__width=3), r"unknown key model.width; allowed keys in \[model\]: N1, T, lambda0"),
+    (dict(sampler__kind="hmc"), r"sampler.kind = 'hmc'.*'ula', 'mala', 'nuts'"),
+    (dict(sampler__max_tree_depth=5), r"sampler.max_tree_depth does not apply to sampler.kind = 'mala'"),
+    (dict(data__name="imagenet"), r"data.name = 'imagenet'.*'synthetic', 'mnist'"),
+    (dict(data__colour="red"), r"unknown key data.colour; allowed keys in \[data\]:.*teacher"),
+    (dict(data__teacher="quadratic"), r"\[data\] name = 'synthetic': unknown teacher 'quadratic'"),
+    (dict(run__executor="slurm"), r"run.executor = 'slurm'.*'inprocess', 'process', 'ray'"),
+    (dict(run__seeds=[1, 1]), r"run.seeds.*repeated"),
+]
+
+
+@pytest.mark.parametrize("changes, message", BAD)
+def test_a_bad_config_names_the_key_and_the_allowed_values(tmp_path, changes, message):
+    with pytest.raises(ex.ConfigError, match=message):
+        ex.run(tiny(tmp_path, **changes))
+    assert not (tmp_path / "points").exists()
+
+
+def test_missing_keys_and_tables(tmp_path):
+    cfg = tiny(tmp_path)
+    del cfg["model"]["N1"]
+    with pytest.raises(ex.ConfigError, match="missing key model.N1"):
+        ex.resolve(cfg)
+    with pytest.raises(ex.ConfigError, match="missing key run.out"):
+        ex.resolve({"model": {"N1": 10}, "sampler": {"step_size": 1e-3}})
+    with pytest.raises(ex.ConfigError, match=r"unknown table\(s\) \['models'\]"):
+        ex.resolve({"models": {}})
+    with pytest.raises(ex.ConfigError, match="sampler.step_size is required for kind = 'mala'"):
+        ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}})
+    ula = ex.resolve({"model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
+    assert ula["sampler"]["step_size"] == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
+
+
+def test_cli_run_report_and_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model]\nN1 = [10]\nT = 'hot'\n")
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "model.T = 'hot' is not allowed" in capsys.readouterr().err
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[model\nN1 = 3\n")
+    assert main(["run", str(broken)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+
+    good = tmp_path / "good.toml"
+    good.write_text(ex.dumps(tiny(tmp_path / "cli", model__N1=[8])))
+    assert main(["run", str(good), "--no-progress"]) == 0
+    assert "# renormpp sweep" in capsys.readouterr().out
+    (tmp_path / "cli" / "report.md").unlink()
+    assert main(["report", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "report.md").exists()
+
+
+def test_demo_config_is_a_valid_sweep(capsys):
+    cfg = ex.resolve(demo.CONFIG)
+    assert len(ex.points(cfg)) >= 4 and cfg["sampler"]["kind"] in ("mala", "nuts", "ula")
+    assert main(["demo", "--print-config"]) == 0
+    printed = tomllib.loads(capsys.readouterr().out)
+    assert ex.resolve(printed) == cfg
