@@ -55,7 +55,7 @@ def main(argv=None) -> int:
                                  address=args.address, progress=False if args.no_progress else None)
         print(f"\n{(outdir / 'report.md').read_text()}\nwrote {outdir / 'report.md'} and the figures beside it")
         return 0
-    except (experiments.ConfigError, FileNotFoundError) as err:
+    except (experiments.ConfigError, FileNotFoundError, ImportError) as err:
         print(f"renormpp {args.command}: {err}", file=sys.stderr)
         return 2
     except experiments.Interrupted as err:

@@ -262,9 +262,10 @@ def comparison_markdown(ds) -> str:
     lines = [head, "|" + "---|" * (2 + 2 * len(THEORIES))]
     for q in ds.quantity.values:
         r = ds.sel(quantity=q)
-        cells = [f"{float(r.prediction.sel(theory=t)):.5g} | {float(r.z.sel(theory=t)):+.1f}" for t in THEORIES]
+        pred, z = (r.prediction.sel(theory=t) for t in THEORIES), (r.z.sel(theory=t) for t in THEORIES)
+        cells = [f"{float(p):.5g} | {float(zz):+.1f}" if np.isfinite(p) else "– | –" for p, zz in zip(pred, z)]
         lines.append(f"| {q} | {float(r.mc_mean):.5g} ± {float(r.mc_error):.2g} | " + " | ".join(cells) + " |")
-    return "\n".join(lines).replace("nan | nan", "– | –")
+    return "\n".join(lines)
 
 
 def save_figures(folder: Path, ds, draws, dt, class_names) -> None:
@@ -272,6 +273,9 @@ def save_figures(folder: Path, ds, draws, dt, class_names) -> None:
 
     from .. import plots
 
+    from ..diagnostics import ShortRunWarning
+
+    warnings.simplefilter("ignore", ShortRunWarning)  # already listed in comparison.md
     for name, make in (("overlaps.png", lambda: plots.overlap_heatmaps(ds, class_names=class_names)),
                        ("mc_analysis.png", lambda: plots.mc_analysis(draws["eps_g"])),
                        ("trace.png", lambda: plots.trace(dt, var_names=["eps_g"]))):
@@ -320,7 +324,8 @@ def run_point(cfg: dict, folder, *, progress: bool = True, checkpoint_every: flo
     if notes:
         md += "\n" + "\n".join(f"* {n}" for n in notes) + "\n"
     write_atomic(folder / "comparison.md", md)
-    save_figures(folder, ds, draws, dt, data.class_names)
+    with warnings.catch_warnings():
+        save_figures(folder, ds, draws, dt, data.class_names)
     e = ds.sel(quantity="eps_g")
     result = dict(
         N1=cfg["model"]["N1"], seed=cfg["run"]["seed"], draws=int(draws["eps_g"].shape[1]),
