@@ -249,6 +249,16 @@ def error_of_mean(series, method: str = "gamma", cut="auto") -> ErrorEstimate:
 
 
 # ---- conversion ---------------------------------------------------------------------------------------
+def _numpyro_for_arviz():
+    """When arviz is imported before numpyro, its lazy import of numpyro leaves ``numpyro.infer`` without the
+    ``initialization`` attribute that ``az.from_numpyro`` reads; set it."""
+    import numpyro.infer
+    import numpyro.infer.initialization as initialization
+
+    if not hasattr(numpyro.infer, "initialization"):
+        numpyro.infer.initialization = initialization
+
+
 def to_datatree(source, *, coords: dict | None = None):
     """An ArviZ DataTree with named dimensions from ``numpyro.infer.MCMC`` or a dict of samples.
 
@@ -259,6 +269,8 @@ def to_datatree(source, *, coords: dict | None = None):
 
     from .models import DIMS as MODEL_DIMS
     from .observables import DIMS as OBS_DIMS
+
+    _numpyro_for_arviz()
 
     dims = {**MODEL_DIMS, **OBS_DIMS, "f": ["test", "output"]}
     if isinstance(source, dict):

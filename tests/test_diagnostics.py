@@ -237,3 +237,23 @@ def test_compare_and_plots_with_a_non_odd_activation(problem, tmp_path):
     assert "does not apply" in ds.attrs["summary"]
     fig = plots.generalization_vs_N1([ds], fit, data.X_test, data.Y_test)
     _check_png(fig, tmp_path / "relu.png", xlabels=["hidden units"])
+
+
+def test_to_datatree_works_when_arviz_was_imported_before_numpyro():
+    """arviz's lazy import of numpyro loses numpyro.infer.initialization, which az.from_numpyro needs."""
+    import subprocess
+    import sys
+
+    code = """
+import arviz as az
+import jax
+import renormpp as rp
+from numpyro.infer import MCMC, NUTS
+d = rp.datasets.synthetic(P=10, P_test=5, N0=3, D=2)
+m = MCMC(NUTS(rp.models.one_hidden_layer), num_warmup=5, num_samples=5, progress_bar=False)
+m.run(jax.random.PRNGKey(0), d.X, d.Y, N1=4)
+print(dict(rp.diagnostics.to_datatree(m)["posterior"]["v"].sizes))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'output': 2" in out.stdout and "'hidden': 4" in out.stdout
