@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
+from numpyro.infer.hmc_util import dual_averaging as _dual_averaging
 from numpyro.infer.initialization import init_to_sample
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import initialize_model
@@ -34,14 +35,14 @@ from numpyro.util import identity, is_prng_key
 LangevinState = namedtuple(
     "LangevinState",
     ["i", "z", "potential_energy", "z_grad", "obs", "accept_prob", "mean_accept_prob", "diverging",
-     "num_divergent", "rng_key"],
+     "num_divergent", "step_size", "adapt_state", "rng_key"],
 )
 LangevinState.__doc__ = """State of :class:`Langevin`: draw counter ``i``, position ``z`` (dict of sites),
 its ``potential_energy`` and flat gradient ``z_grad``, the recorded observables ``obs`` (None without
 ``observables``), the mean acceptance probability over the last draw's inner steps ``accept_prob`` (1 for
 ULA), its running mean ``mean_accept_prob`` over the draws, ``diverging`` (a step of the last draw
-was non-finite and rejected), ``num_divergent`` (the total so far: MALA counts updates, ULA draws) and
-``rng_key``."""
+was non-finite and rejected), ``num_divergent`` (the total so far: MALA counts updates, ULA draws), the
+current ``step_size``, the dual-averaging state ``adapt_state`` (empty without adaptation) and ``rng_key``."""
 
 
 def paper_step_size(epsilon: float = 1e-3, T: float = 0.01) -> float:
@@ -81,6 +82,12 @@ class Langevin(MCMCKernel):
     observables : ``fn(params) -> pytree`` recorded instead of the parameters (e.g.
         :func:`renormpp.observables.default`); ``params`` are the constrained sites of the model.
     init_strategy : how to initialize from the model; the default draws from the prior, as the paper does.
+    adapt_step_size : MALA only: during the ``num_warmup`` draws of :class:`~numpyro.infer.MCMC`, tune the step
+        by dual averaging (Hoffman & Gelman 2014, numpyro's ``dual_averaging``) so that the mean acceptance
+        probability of a draw's updates approaches ``target_accept_prob``; ``step_size`` is the first guess.
+        The step is fixed after the warmup (the chain is then exact MALA); it is in the state's ``step_size``.
+    target_accept_prob : the acceptance target, 0.574 by default (optimal for MALA in high dimension,
+        Roberts & Rosenthal 1998).
     warn_divergences : warn (from a host callback) at the first divergence of each chain. The callback
         costs throughput on a CPU (about 20% at P=1000, N0=144, N1=1000 on 2 cores, a few % at N0=784;
         ``benchmarks/sampler.py``); with False, divergences are only flagged (``diverging``,
@@ -92,13 +99,21 @@ class Langevin(MCMCKernel):
 
     def __init__(self, model=None, *, potential_fn=None, step_size: float, adjust: bool = False,
                  inner_steps: int = 1, observables: Callable | None = None,
-                 init_strategy: Callable = init_to_sample, warn_divergences: bool = True):
+                 init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
+                 adapt_step_size: bool = False, target_accept_prob: float = 0.574):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model or potential_fn")
         if not (np.isfinite(step_size) and step_size > 0):
             raise ValueError(f"step_size must be a positive finite number; got {step_size!r}")
         if int(inner_steps) != inner_steps or inner_steps < 1:
             raise ValueError(f"inner_steps must be a positive integer; got {inner_steps!r}")
+        if adapt_step_size and not adjust:
+            raise ValueError("adapt_step_size needs adjust=True (MALA): ULA has no acceptance probability to target")
+        if not 0 < target_accept_prob < 1:
+            raise ValueError(f"target_accept_prob must be in (0, 1); got {target_accept_prob!r}")
+        self._adapt = bool(adapt_step_size)
+        self._target = float(target_accept_prob)
+        self._num_warmup = 0
         self._model = model
         self._potential_fn = potential_fn
         self._step_size = float(step_size)
@@ -138,6 +153,7 @@ class Langevin(MCMCKernel):
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
+        self._num_warmup = int(num_warmup)
         batched = not is_prng_key(rng_key)
         if batched:
             rng_key, key_init = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
@@ -187,11 +203,13 @@ class Langevin(MCMCKernel):
         if not isinstance(pe, jax.core.Tracer) and not (np.isfinite(pe) and np.all(np.isfinite(grad_flat))):
             raise ValueError("the potential energy or its gradient is not finite at the initial parameters")
         zero = jnp.zeros((), dtype=pe.dtype)
+        h = zero + self._step_size
+        adapt = _dual_averaging()[0](jnp.log(10.0 * h)) if self._adapt else ()
         return LangevinState(jnp.array(0), z, pe, grad_flat, self._record(z), zero + 1.0, zero,
-                             jnp.array(False), jnp.array(0), rng_key)
+                             jnp.array(False), jnp.array(0), h, adapt, rng_key)
 
     def _sample_one(self, state: LangevinState) -> LangevinState:
-        h = self._step_size
+        h = state.step_size
         z_flat, unravel = ravel_pytree(state.z)
 
         def U(zf):
@@ -237,5 +255,15 @@ class Langevin(MCMCKernel):
         i = state.i + 1
         mean_accept_prob = state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / i
         z = unravel(z_flat)
+        h, adapt = self._adapt_step(state, accept_prob) if self._adapt else (h, ())
         return LangevinState(i, z, pe, grad, self._record(z), accept_prob, mean_accept_prob, n_div > 0,
-                             state.num_divergent + n_div, rng_key)
+                             state.num_divergent + n_div, h, adapt, rng_key)
+
+    def _adapt_step(self, state: LangevinState, accept_prob):
+        """Dual averaging of log h towards the target acceptance during the warmup draws; then the average."""
+        adapt = _dual_averaging()[1](self._target - accept_prob, state.adapt_state)
+        warm = state.i < self._num_warmup
+        last = state.i + 1 == self._num_warmup
+        h = jnp.where(warm, jnp.exp(jnp.where(last, adapt[1], adapt[0])), state.step_size).astype(state.step_size.dtype)
+        adapt = jax.tree_util.tree_map(lambda new, old: jnp.where(warm, new, old), adapt, state.adapt_state)
+        return h, adapt

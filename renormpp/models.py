@@ -60,7 +60,8 @@ def forward(params: dict, X, activation: Activation = "erf"):
 
 
 def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: float = 0.01,
-                     lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None):
+                     lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None,
+                     readout: str = "sampled"):
     r"""NumPyro model of the Bayesian one-hidden-layer network (see the module docstring).
 
     Parameters
@@ -71,6 +72,10 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: f
     T : temperature (observation variance). lambda0, lambda1 : prior precisions of w and v.
     bias : add biases ``b`` (N1,) ~ N(0, 1/lambda0) to the pre-activations and ``c`` (D,) ~ N(0, 1/lambda1)
         to the outputs (the paper sets biases to zero).
+    readout : ``"sampled"`` (the network as written), or ``"marginal"``: v integrated out exactly, so that only
+        w (and b) are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)` (:mod:`renormpp.readout`).
+        Sample it with any kernel, record :func:`renormpp.readout.rao_blackwell` observables, and draw v given
+        w with :func:`renormpp.readout.sample_readout` where v itself is needed. Needs Y, and no output bias.
     """
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-d array (P, N0); got shape {X.shape}")
@@ -87,7 +92,11 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: f
         raise ValueError(f"N1 must be a positive integer; got {N1!r}")
     for name, value in (("T", T), ("lambda0", lambda0), ("lambda1", lambda1)):
         positive(name, value)
+    if readout not in ("sampled", "marginal"):
+        raise ValueError(f"readout must be 'sampled' or 'marginal'; got {readout!r}")
     act = activation_fn(activation)
+    if readout == "marginal":
+        return _marginal(X, Y, N1=N1, activation=act, T=T, lambda0=lambda0, lambda1=lambda1, bias=bias)
 
     with numpyro.plate("hidden", N1, dim=-2):
         with numpyro.plate("input", N0, dim=-1):
@@ -107,3 +116,20 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: Activation = "erf", T: f
     with numpyro.plate("data", P, dim=-2):
         with numpyro.plate("output", D, dim=-1):
             numpyro.sample("y", dist.Normal(f, np.sqrt(T)), obs=Y)
+
+
+def _marginal(X, Y, *, N1, activation, T, lambda0, lambda1, bias):
+    """w (and b) with the readout integrated out: the factor log p(Y | w) of :mod:`renormpp.readout`."""
+    from . import readout
+
+    if Y is None:
+        raise ValueError("readout='marginal' needs the labels Y (it integrates v out of the likelihood)")
+    if bias:
+        raise ValueError("readout='marginal' covers hidden biases only through bias=False (no output bias c); "
+                         "use readout='sampled' for bias=True")
+    P, N0 = X.shape
+    with numpyro.plate("hidden", N1, dim=-2):
+        with numpyro.plate("input", N0, dim=-1):
+            w = numpyro.sample("w", dist.Normal(0.0, 1.0 / np.sqrt(lambda0)))
+    cond = readout.conditional(w, X, Y, T=T, lambda1=lambda1, activation=activation)
+    numpyro.factor("y", readout.log_marginal(cond, Y))

@@ -132,10 +132,17 @@ SCHEMA = {
         "num_chains": Field(2, _int, "independent chains"),
         "chain_method": Field(None, _choice(("vectorized", "sequential")),
                               "how chains run (default: vectorized for ula/mala, sequential for nuts)"),
+        "readout": Field("sampled", _choice(("sampled", "marginal")),
+                         "sample v with w, or integrate it out exactly and sample w alone (renormpp.readout)"),
+        "rao_blackwell": Field(None, _bool, "record E[observable | w] instead of the observable of (w, v) "
+                                            "(default: true with readout = 'marginal', where it is required)"),
         "step_size": Field(None, _float, "ula/mala: the step h on the potential U"),
         "epsilon": Field(None, _float, "ula/mala: the paper's learning rate; h = epsilon * T"),
         "inner_steps": Field(1, _int, "ula/mala: updates per recorded draw"),
-        "target_accept_prob": Field(0.8, lambda k, v: _float(k, v, high=1.0), "nuts: step-size adaptation target"),
+        "adapt_step_size": Field(None, _bool, "mala: tune the step in the warmup (default: true when num_warmup > 0; "
+                                              "step_size is then the first guess)"),
+        "target_accept_prob": Field(None, lambda k, v: _float(k, v, high=1.0),
+                                    "mala/nuts: step-size adaptation target (default 0.574 for mala, 0.8 for nuts)"),
         "max_tree_depth": Field(10, _int, "nuts: maximum tree depth"),
         "dense_mass": Field(False, _bool, "nuts: adapt a dense mass matrix (else diagonal)"),
     },
@@ -155,7 +162,7 @@ SCHEMA = {
 }
 SAMPLER_KEYS = {
     "ula": ("step_size", "epsilon", "inner_steps"),
-    "mala": ("step_size", "epsilon", "inner_steps"),
+    "mala": ("step_size", "epsilon", "inner_steps", "adapt_step_size", "target_accept_prob"),
     "nuts": ("target_accept_prob", "max_tree_depth", "dense_mass"),
 }
 #: keys that may change when a run resumes (they do not change what a point computes)
@@ -225,17 +232,33 @@ def resolve(raw: dict, *, out: str | None = None) -> dict:
 
 
 def _complete_sampler(s: dict, T: float) -> None:
+    if s["rao_blackwell"] is None:
+        s["rao_blackwell"] = s["readout"] == "marginal"
+    if s["readout"] == "marginal" and not s["rao_blackwell"]:
+        raise ConfigError("sampler.rao_blackwell = false is not allowed with sampler.readout = 'marginal': v is not "
+                          "sampled, so its observables are recorded as their expectations given w")
     if s["chain_method"] is None:
         s["chain_method"] = "sequential" if s["kind"] == "nuts" else "vectorized"
     if s["kind"] == "nuts":
+        s["target_accept_prob"] = 0.8 if s["target_accept_prob"] is None else s["target_accept_prob"]
         return
+    if s["kind"] == "mala":
+        if s["adapt_step_size"] is None:
+            s["adapt_step_size"] = s["num_warmup"] > 0
+        if s["adapt_step_size"] and s["num_warmup"] == 0:
+            raise ConfigError("sampler.adapt_step_size = true needs warmup draws to adapt in: set sampler.num_warmup")
+        s["target_accept_prob"] = 0.574 if s["target_accept_prob"] is None else s["target_accept_prob"]
     if s["step_size"] is not None and s["epsilon"] is not None and not math.isclose(s["step_size"], s["epsilon"] * T):
         raise ConfigError("give sampler.step_size or sampler.epsilon, not both (step_size = epsilon * T)")
     if s["step_size"] is None and s["epsilon"] is None:
+        if s["kind"] == "mala" and not s["adapt_step_size"]:
+            raise ConfigError("sampler.step_size is required for kind = 'mala' without step-size adaptation (e.g. "
+                              "1e-4; or give sampler.epsilon in the paper's units, step_size = epsilon * T; or set "
+                              "sampler.num_warmup > 0 to adapt it)")
         if s["kind"] == "mala":
-            raise ConfigError("sampler.step_size is required for kind = 'mala' (e.g. 1e-4; or give sampler.epsilon "
-                              "in the paper's units, step_size = epsilon * T)")
-        s["epsilon"] = 1e-3  # the paper's protocol
+            s["step_size"] = 1e-4  # the first guess of the adaptation
+        else:
+            s["epsilon"] = 1e-3  # the paper's protocol
     if s["step_size"] is None:
         s["step_size"] = s["epsilon"] * T
 

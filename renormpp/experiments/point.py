@@ -103,11 +103,13 @@ def make_kernel(s: dict):
     if s["kind"] == "nuts":
         return NUTS(one_hidden_layer, target_accept_prob=s["target_accept_prob"], max_tree_depth=s["max_tree_depth"],
                     dense_mass=s["dense_mass"])
-    return Langevin(one_hidden_layer, step_size=s["step_size"], adjust=s["kind"] == "mala",
-                    inner_steps=s["inner_steps"])
+    mala = s["kind"] == "mala"
+    return Langevin(one_hidden_layer, step_size=s["step_size"], adjust=mala, inner_steps=s["inner_steps"],
+                    adapt_step_size=mala and s["adapt_step_size"],
+                    target_accept_prob=s["target_accept_prob"] if mala else 0.574)
 
 
-STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging"),
+STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step_size"),
                "nuts": ("accept_prob", "diverging", "num_steps")}
 
 
@@ -185,12 +187,17 @@ def sample(cfg: dict, data, folder: Path, *, progress: bool = True, checkpoint_e
     import jax
     from tqdm.auto import tqdm
 
-    from .. import observables
+    from .. import observables, readout
 
     s, m = cfg["sampler"], cfg["model"]
-    kwargs = dict(N1=m["N1"], activation=m["activation"], T=m["T"], lambda0=m["lambda0"], lambda1=m["lambda1"])
+    kwargs = dict(N1=m["N1"], activation=m["activation"], T=m["T"], lambda0=m["lambda0"], lambda1=m["lambda1"],
+                  readout=s["readout"])
     args = (data.X.astype(np.float32), data.Y.astype(np.float32))
-    record = observables.default(data.X_test.astype(np.float32), data.Y_test.astype(np.float32), m["activation"])
+    test = (data.X_test.astype(np.float32), data.Y_test.astype(np.float32))
+    if s["rao_blackwell"]:
+        record = readout.rao_blackwell(*args, *test, T=m["T"], lambda1=m["lambda1"], activation=m["activation"])
+    else:
+        record = observables.default(*test, m["activation"])
     kernel = make_kernel(s)
     keys = jax.random.split(jax.random.PRNGKey(cfg["run"]["seed"]), s["num_chains"])
     if s["chain_method"] == "vectorized":

@@ -1,0 +1,85 @@
+"""The readout given the first layer: closed forms against dense N1 x N1 references, Monte Carlo and scipy."""
+import jax
+import numpy as np
+import pytest
+from scipy.special import erf
+from scipy.stats import multivariate_normal
+
+from renormpp import readout
+
+from renormpp.kernels import _x64_context
+
+
+@pytest.fixture(autouse=True)
+def x64():
+    with _x64_context():  # the references are float64; only inside these tests
+        yield
+
+P, P0, N0, N1, D, T, LAM1 = 12, 7, 5, 9, 3, 0.07, 1.6
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(3)
+    X, X0 = rng.standard_normal((P, N0)), rng.standard_normal((P0, N0))
+    Y, Y0 = rng.standard_normal((P, D)), rng.standard_normal((P0, D))
+    w = rng.standard_normal((N1, N0))
+    phi, phi0 = erf(X @ w.T / np.sqrt(N0)), erf(X0 @ w.T / np.sqrt(N0))
+    # the N1 x N1 (weight-space) form: precision A = lambda1 + Phi^T Phi / (N1 T) for each output
+    A = LAM1 * np.eye(N1) + phi.T @ phi / (N1 * T)
+    Sigma = np.linalg.inv(A)
+    mu = Sigma @ phi.T @ Y / (np.sqrt(N1) * T)  # (N1, D): E[v_a | w] in column a
+    return dict(X=X, X0=X0, Y=Y, Y0=Y0, w=w, phi=phi, phi0=phi0, Sigma=Sigma, mu=mu)
+
+
+def cond_of(p):
+    return readout.conditional(p["w"], p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
+
+
+def test_overlap_and_generalization_loss_match_the_weight_space_form(problem):
+    p = problem
+    ref_overlap = (p["mu"].T @ p["mu"] + np.eye(D) * np.trace(p["Sigma"])) / N1
+    np.testing.assert_allclose(readout.readout_overlap(cond_of(p)), ref_overlap, rtol=1e-10)
+    mean0 = p["phi0"] @ p["mu"] / np.sqrt(N1)
+    var0 = np.einsum("ij,jk,ik->i", p["phi0"], p["Sigma"], p["phi0"]) / N1
+    ref_eps = np.mean(np.sum((p["Y0"] - mean0) ** 2, axis=1) + D * var0)
+    got = readout.generalization_loss(cond_of(p), p["phi0"], p["Y0"])
+    np.testing.assert_allclose(got, ref_eps, rtol=1e-10)
+    fn = readout.rao_blackwell(p["X"], p["Y"], p["X0"], p["Y0"], T=T, lambda1=LAM1)
+    out = fn({"w": p["w"], "v": np.zeros((D, N1))})
+    np.testing.assert_allclose(out["eps_g"], ref_eps, rtol=1e-10)
+    np.testing.assert_allclose(out["overlap"], ref_overlap, rtol=1e-10)
+
+
+def test_log_marginal_is_the_gaussian_marginal_likelihood(problem):
+    p = problem
+    C = p["phi"] @ p["phi"].T / (LAM1 * N1) + T * np.eye(P)
+    ref = sum(multivariate_normal(np.zeros(P), C).logpdf(p["Y"][:, a]) for a in range(D))
+    np.testing.assert_allclose(readout.log_marginal(cond_of(p), p["Y"]), ref, rtol=1e-10)
+
+
+def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem):
+    p = problem
+    cond = cond_of(p)
+    n = 40000
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    v = np.asarray(jax.vmap(lambda k: readout.sample_readout(k, cond, p["Y"], T=T))(keys))  # (n, D, N1)
+    se = np.sqrt(np.diag(p["Sigma"]) / n)
+    for a in range(D):
+        z = (v[:, a].mean(0) - p["mu"][:, a]) / se
+        assert np.max(np.abs(z)) < 4.5, z
+        cov = np.cov(v[:, a].T)
+        # the standard error of a sample covariance entry is about sqrt((S_ii S_jj + S_ij^2) / n)
+        S = p["Sigma"]
+        se_cov = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S**2) / n)
+        assert np.max(np.abs(cov - S) / se_cov) < 5.0
+    # outputs are independent given w
+    cross = np.mean((v[:, 0] - p["mu"][:, 0]) * (v[:, 1] - p["mu"][:, 1]), axis=0)
+    assert np.max(np.abs(cross) / np.sqrt(np.diag(p["Sigma"]) ** 2 / n)) < 4.5
+
+
+def test_output_bias_is_refused(problem):
+    p = problem
+    fn = readout.rao_blackwell(p["X"], p["Y"], p["X0"], p["Y0"], T=T, lambda1=LAM1)
+    with pytest.raises(ValueError, match="output bias"):
+        fn({"w": p["w"], "v": np.zeros((D, N1)), "c": np.zeros(D)})
