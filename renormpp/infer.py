@@ -267,3 +267,119 @@ class Langevin(MCMCKernel):
         h = jnp.where(warm, jnp.exp(jnp.where(last, adapt[1], adapt[0])), state.step_size).astype(state.step_size.dtype)
         adapt = jax.tree_util.tree_map(lambda new, old: jnp.where(warm, new, old), adapt, state.adapt_state)
         return h, adapt
+
+
+KineticState = namedtuple(
+    "KineticState",
+    ["i", "z", "potential_energy", "z_grad", "p", "obs", "accept_prob", "mean_accept_prob", "diverging",
+     "num_divergent", "step_size", "adapt_state", "inverse_mass", "welford", "rng_key"],
+)
+KineticState.__doc__ = """State of :class:`KineticLangevin`: as :data:`LangevinState`, plus the flat momentum ``p``,
+the diagonal ``inverse_mass`` and the ``welford`` (count, mean, sum of squares) estimate of the positions'
+variance gathered in the warmup."""
+
+
+class KineticLangevin(Langevin):
+    r"""Underdamped (kinetic) Langevin dynamics, OBABO splitting, optionally Metropolis-adjusted (GHMC).
+
+    Positions q and momenta p with the Hamiltonian :math:`H = U(q) + \tfrac12 p^\top M^{-1} p` and friction
+    :math:`\gamma`. One update, with :math:`a = e^{-\gamma h/2}`:
+
+    * O: :math:`p \leftarrow a\,p + \sqrt{1-a^2}\,M^{1/2}\eta`;
+    * BAB: one leapfrog step of size h, :math:`(q, p) \to (q', p')`; with ``adjust=True`` it is accepted with
+      probability :math:`\min(1, e^{-\Delta H})`, and on rejection q stays and the momentum is flipped
+      (Horowitz's generalized HMC: exact for any h); without, the scheme has an :math:`O(h^2)` bias;
+    * O again.
+
+    Momentum persists across updates (for :math:`\gamma h \ll 1`), so the chain moves ballistically over a
+    time :math:`1/\gamma` instead of diffusing as ULA/MALA do. In the warmup (``num_warmup`` draws of MCMC)
+    ``adapt_step_size`` tunes h by dual averaging to ``target_accept_prob`` (default 0.8) and ``adapt_mass``
+    sets a diagonal mass :math:`M^{-1} = {\rm Var}(q)` estimated from the second and third quarters of the
+    warmup (Stan's regularization), then restarts the step adaptation. Other parameters as :class:`Langevin`.
+    """
+
+    def __init__(self, model=None, *, potential_fn=None, step_size: float, friction: float = 1.0,
+                 adjust: bool = True, inner_steps: int = 1, observables: Callable | None = None,
+                 init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
+                 adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float = 0.8):
+        super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
+                         inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
+                         warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
+                         target_accept_prob=target_accept_prob)
+        if not (np.isfinite(friction) and friction > 0):
+            raise ValueError(f"friction must be a positive finite number; got {friction!r}")
+        self._friction = float(friction)
+        self._adapt_mass = bool(adapt_mass)
+
+    def _init_one(self, z, rng_key):
+        s = super()._init_one(z, rng_key)
+        rng_key, key_p = jax.random.split(s.rng_key)
+        p = jax.random.normal(key_p, s.z_grad.shape, s.z_grad.dtype)
+        zero = jnp.zeros_like(s.z_grad)
+        welford = (jnp.array(0), zero, zero)
+        return KineticState(s.i, s.z, s.potential_energy, s.z_grad, p, s.obs, s.accept_prob, s.mean_accept_prob,
+                            s.diverging, s.num_divergent, s.step_size, s.adapt_state, zero + 1.0, welford, rng_key)
+
+    def _sample_one(self, state: KineticState) -> KineticState:
+        h, inv_mass = state.step_size, state.inverse_mass
+        a = jnp.exp(-self._friction * h / 2)
+        z_flat, unravel = ravel_pytree(state.z)
+
+        def U(zf):
+            return self._potential_fn(unravel(zf))
+
+        def refresh(p, key):
+            return a * p + jnp.sqrt(1 - a**2) * jax.random.normal(key, p.shape, p.dtype) / jnp.sqrt(inv_mass)
+
+        def update(_, carry):
+            q, p, pe, grad, acc_sum, div, key = carry
+            key, k1, k2, k3 = jax.random.split(key, 4)
+            p = refresh(p, k1)
+            p_half = p - h / 2 * grad
+            q_new = q + h * inv_mass * p_half
+            pe_new, grad_new = jax.value_and_grad(U)(q_new)
+            p_new = p_half - h / 2 * grad_new
+            finite = jnp.isfinite(pe_new) & jnp.all(jnp.isfinite(grad_new))
+            dH = pe_new - pe + 0.5 * jnp.sum(inv_mass * (p_new**2 - p**2))
+            prob = jnp.where(finite, jnp.exp(jnp.minimum(-dH, 0.0)) if self._adjust else 1.0, 0.0)
+            accept = jax.random.uniform(k2) < prob
+            q, pe, grad = jax.tree_util.tree_map(lambda new, old: jnp.where(accept, new, old),
+                                                 (q_new, pe_new, grad_new), (q, pe, grad))
+            p = jnp.where(accept, p_new, -p)  # a rejected step flips the momentum (generalized HMC)
+            return q, refresh(p, k3), pe, grad, acc_sum + prob, div + (~finite).astype(jnp.int32), key
+
+        carry = (z_flat, state.p, state.potential_energy, state.z_grad, jnp.zeros_like(state.potential_energy),
+                 jnp.array(0), state.rng_key)
+        z_flat, p, pe, grad, acc_sum, n_div, rng_key = jax.lax.fori_loop(0, self._inner_steps, update, carry)
+        accept_prob = acc_sum / self._inner_steps
+        i = state.i + 1
+        mean_accept_prob = state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / i
+        h, adapt = self._adapt_step(state, accept_prob) if self._adapt else (h, ())
+        inv_mass, welford = state.inverse_mass, state.welford
+        if self._adapt_mass:
+            inv_mass, welford, h, adapt = self._adapt_mass_step(state, z_flat, h, adapt)
+        z = unravel(z_flat)
+        return KineticState(i, z, pe, grad, p, self._record(z), accept_prob, mean_accept_prob, n_div > 0,
+                            state.num_divergent + n_div, h, adapt, inv_mass, welford, rng_key)
+
+    def _adapt_mass_step(self, state: KineticState, q, h, adapt):
+        """Welford variance of q over warmup draws [W/4, 3W/4); at 3W/4 it becomes the inverse mass and the
+        step adaptation restarts from the current step."""
+        W = self._num_warmup
+        start, stop = W // 4, (3 * W) // 4
+        n, mean, m2 = state.welford
+        gather = (state.i >= start) & (state.i < stop)
+        n_new = n + 1
+        delta = q - mean
+        mean_new = mean + delta / n_new
+        m2_new = m2 + delta * (q - mean_new)
+        n, mean, m2 = jax.tree_util.tree_map(lambda new, old: jnp.where(gather, new, old),
+                                             (n_new, mean_new, m2_new), (n, mean, m2))
+        switch = (state.i + 1 == stop) & (n > 1)
+        var = m2 / jnp.maximum(n - 1, 1)
+        regularized = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))  # as Stan
+        inv_mass = jnp.where(switch, regularized, state.inverse_mass).astype(state.inverse_mass.dtype)
+        if self._adapt:
+            restart = _dual_averaging()[0](jnp.log(10.0 * h))
+            adapt = jax.tree_util.tree_map(lambda new, old: jnp.where(switch, new, old), restart, adapt)
+        return inv_mass, (n, mean, m2), h, adapt

@@ -176,7 +176,7 @@ BAD = [
     (dict(model__T=-1.0), r"model.T = -1.0 is not allowed: expected a finite number > 0"),
     (dict(model__activation="softplus"), r"model.activation = 'softplus'.*'erf', 'relu'"),
     (dict(model__width=3), r"unknown key model.width; allowed keys in \[model\]: N1, T, lambda0"),
-    (dict(sampler__kind="hmc"), r"sampler.kind = 'hmc'.*'ula', 'mala', 'nuts'"),
+    (dict(sampler__kind="hmc"), r"sampler.kind = 'hmc'.*'ula', 'mala', 'kinetic', 'nuts'"),
     (dict(sampler__max_tree_depth=5), r"sampler.max_tree_depth does not apply to sampler.kind = 'mala'"),
     (dict(data__name="imagenet"), r"data.name = 'imagenet'.*'synthetic', 'mnist'"),
     (dict(data__colour="red"), r"unknown key data.colour; allowed keys in \[data\]:.*teacher"),
@@ -203,7 +203,11 @@ def test_missing_keys_and_tables(tmp_path):
     with pytest.raises(ex.ConfigError, match=r"unknown table\(s\) \['models'\]"):
         ex.resolve({"models": {}})
     with pytest.raises(ex.ConfigError, match="sampler.step_size is required for kind = 'mala'"):
-        ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}})
+        ex.resolve({"model": {"N1": 10}, "sampler": {"kind": "mala", "num_warmup": 0}, "run": {"out": "x"}})
+    with pytest.raises(ex.ConfigError, match="adapt_step_size = true needs warmup draws"):
+        ex.resolve({"model": {"N1": 10}, "sampler": {"adapt_step_size": True, "num_warmup": 0}, "run": {"out": "x"}})
+    default = ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}})["sampler"]  # the recommended sampler
+    assert default["kind"] == "kinetic" and default["num_warmup"] == 200 and default["adapt_step_size"]
     ula = ex.resolve({"model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
     assert ula["sampler"]["step_size"] == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
 
@@ -230,7 +234,7 @@ def test_cli_run_report_and_errors(tmp_path, capsys):
 
 def test_demo_config_is_a_valid_sweep(capsys):
     cfg = ex.resolve(demo.CONFIG)
-    assert len(ex.points(cfg)) >= 4 and cfg["sampler"]["kind"] in ("mala", "nuts", "ula")
+    assert len(ex.points(cfg)) >= 4 and cfg["sampler"]["kind"] in ("kinetic", "mala", "nuts", "ula")
     assert main(["demo", "--print-config"]) == 0
     printed = tomllib.loads(capsys.readouterr().out)
     assert ex.resolve(printed) == cfg

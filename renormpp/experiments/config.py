@@ -46,7 +46,7 @@ from .. import datasets, diagnostics, kernels
 
 LOADERS = {"synthetic": datasets.synthetic, "mnist": datasets.mnist, "projected_mnist": datasets.projected_mnist,
            "cifar10": datasets.cifar10, "low_dimensional": datasets.low_dimensional}
-SAMPLERS = ("ula", "mala", "nuts")
+SAMPLERS = ("ula", "mala", "kinetic", "nuts")
 EXECUTORS = ("inprocess", "process", "ray")
 REQUIRED = object()
 
@@ -126,8 +126,11 @@ SCHEMA = {
         "activation": Field("erf", _choice(kernels.ACTIVATIONS), "activation function"),
     },
     "sampler": {
-        "kind": Field("mala", _choice(SAMPLERS), "ula (the paper's Langevin), mala (Metropolis-adjusted), nuts"),
-        "num_warmup": Field(0, lambda k, v: _int(k, v, 0), "draws discarded before recording (NUTS adapts in them)"),
+        "kind": Field("kinetic", _choice(SAMPLERS), "kinetic (underdamped Langevin, Metropolis-adjusted: the "
+                                                    "fastest, benchmarks/samplers.py), ula (the paper's Langevin), "
+                                                    "mala (Metropolis-adjusted), nuts"),
+        "num_warmup": Field(None, lambda k, v: _int(k, v, 0), "draws discarded before recording, in which the "
+                                                              "step (and mass) adapt (default: 200; 0 for ula)"),
         "num_samples": Field(1000, _int, "recorded draws per chain"),
         "num_chains": Field(2, _int, "independent chains"),
         "chain_method": Field(None, _choice(("vectorized", "sequential")),
@@ -138,7 +141,8 @@ SCHEMA = {
                                             "(default: true with readout = 'marginal', where it is required)"),
         "step_size": Field(None, _float, "ula/mala: the step h on the potential U"),
         "epsilon": Field(None, _float, "ula/mala: the paper's learning rate; h = epsilon * T"),
-        "inner_steps": Field(1, _int, "ula/mala: updates per recorded draw"),
+        "inner_steps": Field(10, _int, "ula/mala/kinetic: updates per recorded draw"),
+        "friction": Field(1.0, _float, "kinetic: the friction gamma (momentum persists for a time 1/gamma)"),
         "adapt_step_size": Field(None, _bool, "mala: tune the step in the warmup (default: true when num_warmup > 0; "
                                               "step_size is then the first guess)"),
         "target_accept_prob": Field(None, lambda k, v: _float(k, v, high=1.0),
@@ -163,6 +167,7 @@ SCHEMA = {
 SAMPLER_KEYS = {
     "ula": ("step_size", "epsilon", "inner_steps"),
     "mala": ("step_size", "epsilon", "inner_steps", "adapt_step_size", "target_accept_prob"),
+    "kinetic": ("step_size", "inner_steps", "friction", "adapt_step_size", "target_accept_prob"),
     "nuts": ("target_accept_prob", "max_tree_depth", "dense_mass"),
 }
 #: keys that may change when a run resumes (they do not change what a point computes)
@@ -232,6 +237,8 @@ def resolve(raw: dict, *, out: str | None = None) -> dict:
 
 
 def _complete_sampler(s: dict, T: float) -> None:
+    if s["num_warmup"] is None:
+        s["num_warmup"] = 0 if s["kind"] == "ula" else 200
     if s["rao_blackwell"] is None:
         s["rao_blackwell"] = s["readout"] == "marginal"
     if s["readout"] == "marginal" and not s["rao_blackwell"]:
@@ -242,20 +249,22 @@ def _complete_sampler(s: dict, T: float) -> None:
     if s["kind"] == "nuts":
         s["target_accept_prob"] = 0.8 if s["target_accept_prob"] is None else s["target_accept_prob"]
         return
-    if s["kind"] == "mala":
+    if s["kind"] in ("mala", "kinetic"):
         if s["adapt_step_size"] is None:
             s["adapt_step_size"] = s["num_warmup"] > 0
         if s["adapt_step_size"] and s["num_warmup"] == 0:
             raise ConfigError("sampler.adapt_step_size = true needs warmup draws to adapt in: set sampler.num_warmup")
-        s["target_accept_prob"] = 0.574 if s["target_accept_prob"] is None else s["target_accept_prob"]
-    if s["step_size"] is not None and s["epsilon"] is not None and not math.isclose(s["step_size"], s["epsilon"] * T):
+        default = 0.574 if s["kind"] == "mala" else 0.8
+        s["target_accept_prob"] = default if s["target_accept_prob"] is None else s["target_accept_prob"]
+    eps = s.get("epsilon")  # ula and mala only
+    if s["step_size"] is not None and eps is not None and not math.isclose(s["step_size"], eps * T):
         raise ConfigError("give sampler.step_size or sampler.epsilon, not both (step_size = epsilon * T)")
-    if s["step_size"] is None and s["epsilon"] is None:
-        if s["kind"] == "mala" and not s["adapt_step_size"]:
-            raise ConfigError("sampler.step_size is required for kind = 'mala' without step-size adaptation (e.g. "
+    if s["step_size"] is None and eps is None:
+        if s["kind"] != "ula" and not s["adapt_step_size"]:
+            raise ConfigError(f"sampler.step_size is required for kind = {s['kind']!r} without step-size adaptation (e.g. "
                               "1e-4; or give sampler.epsilon in the paper's units, step_size = epsilon * T; or set "
                               "sampler.num_warmup > 0 to adapt it)")
-        if s["kind"] == "mala":
+        if s["kind"] != "ula":
             s["step_size"] = 1e-4  # the first guess of the adaptation
         else:
             s["epsilon"] = 1e-3  # the paper's protocol

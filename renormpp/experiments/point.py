@@ -97,12 +97,16 @@ def solve_theory(cfg: dict, data):
 def make_kernel(s: dict):
     from numpyro.infer import NUTS
 
-    from ..infer import Langevin
+    from ..infer import KineticLangevin, Langevin
     from ..models import one_hidden_layer
 
     if s["kind"] == "nuts":
         return NUTS(one_hidden_layer, target_accept_prob=s["target_accept_prob"], max_tree_depth=s["max_tree_depth"],
                     dense_mass=s["dense_mass"])
+    if s["kind"] == "kinetic":
+        return KineticLangevin(one_hidden_layer, step_size=s["step_size"], friction=s["friction"],
+                               inner_steps=s["inner_steps"], adapt_step_size=s["adapt_step_size"],
+                               target_accept_prob=s["target_accept_prob"])
     mala = s["kind"] == "mala"
     return Langevin(one_hidden_layer, step_size=s["step_size"], adjust=mala, inner_steps=s["inner_steps"],
                     adapt_step_size=mala and s["adapt_step_size"],
@@ -110,6 +114,7 @@ def make_kernel(s: dict):
 
 
 STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step_size"),
+               "kinetic": ("accept_prob", "diverging", "step_size"),
                "nuts": ("accept_prob", "diverging", "num_steps")}
 
 
@@ -174,18 +179,11 @@ def _block_runner(kernel, s: dict, record, fields, args, kwargs):
     return run
 
 
-def sample(cfg: dict, data, folder: Path, *, progress: bool = True, checkpoint_every: float = 300.0,
-           chunk_seconds: float = 20.0, label: str = ""):
-    """Run the sampler of ``cfg`` in blocks of draws, checkpointing to ``folder/checkpoint.pkl``.
-
-    The kernel (an ``MCMCKernel``) is driven through its ``init``/``sample`` interface, as numpyro's MCMC
-    does: ``num_warmup`` iterations (NUTS adapts its step size and mass matrix in them), then
-    ``num_samples`` recorded ones. Returns ``(draws, stats, seconds)``: draws ``{"eps_g": (chain, draw),
-    "overlap": (chain, draw, D, D)}``, the sampler statistics per draw, and the wall time of warmup and
-    sampling (summed over resumptions).
-    """
+def start_chains(cfg: dict, data, init_params=None):
+    """``(state, run)`` for the sampler of a point config: the initial state of every chain, and
+    ``run(state, n) -> (state, draws, stats)`` (see :func:`_block_runner`). ``init_params`` (one per chain,
+    stacked) replaces the draw from the prior."""
     import jax
-    from tqdm.auto import tqdm
 
     from .. import observables, readout
 
@@ -201,11 +199,29 @@ def sample(cfg: dict, data, folder: Path, *, progress: bool = True, checkpoint_e
     kernel = make_kernel(s)
     keys = jax.random.split(jax.random.PRNGKey(cfg["run"]["seed"]), s["num_chains"])
     if s["chain_method"] == "vectorized":
-        state = kernel.init(keys, s["num_warmup"], None, args, kwargs)
+        state = kernel.init(keys, s["num_warmup"], init_params, args, kwargs)
     else:
-        chains = [kernel.init(k, s["num_warmup"], None, args, kwargs) for k in keys]
+        chains = [kernel.init(k, s["num_warmup"], None if init_params is None else
+                              jax.tree_util.tree_map(lambda x: x[c], init_params), args, kwargs)
+                  for c, k in enumerate(keys)]
         state = jax.tree_util.tree_map(lambda *xs: jax.numpy.stack(xs), *chains)
-    run = _block_runner(kernel, s, record, STAT_FIELDS[s["kind"]], args, kwargs)
+    return state, _block_runner(kernel, s, record, STAT_FIELDS[s["kind"]], args, kwargs)
+
+
+def sample(cfg: dict, data, folder: Path, *, progress: bool = True, checkpoint_every: float = 300.0,
+           chunk_seconds: float = 20.0, label: str = ""):
+    """Run the sampler of ``cfg`` in blocks of draws, checkpointing to ``folder/checkpoint.pkl``.
+
+    The kernel (an ``MCMCKernel``) is driven through its ``init``/``sample`` interface, as numpyro's MCMC
+    does: ``num_warmup`` iterations (NUTS adapts its step size and mass matrix in them), then
+    ``num_samples`` recorded ones. Returns ``(draws, stats, seconds)``: draws ``{"eps_g": (chain, draw),
+    "overlap": (chain, draw, D, D)}``, the sampler statistics per draw, and the wall time of warmup and
+    sampling (summed over resumptions).
+    """
+    from tqdm.auto import tqdm
+
+    s = cfg["sampler"]
+    state, run = start_chains(cfg, data)
 
     ck = _Checkpoint(folder / "checkpoint.pkl")
     if ck.state is None:

@@ -1,0 +1,182 @@
+"""Wall time to the paper's accuracy, per sampler (issue 7).
+
+Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (about 2 min per candidate)
+      .venv/bin/python benchmarks/samplers.py --problem 2 --budget 300
+      .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
+
+Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
+  1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher.
+
+Each candidate runs from the prior for a wall-time budget that includes compilation and warmup (two chains,
+vectorized unless stated). Its recorded eps_g and v v^T/N1 are analysed as rp.diagnostics does (Gamma method,
+thermalization cut by maximum ESS). The accuracy asked for is a relative error of 1% on eps_g and an
+absolute error of 0.01 on every entry of v v^T/N1. Errors fall as 1/sqrt(draws), so the time to reach it is
+
+    t = t_warmup + t_draw * (cut + (n - cut) * max_q (error_q / target_q)^2)
+
+with n draws per chain, t_draw the wall time of one draw of all chains, cut the thermalization cut. Where
+that extrapolates past the run, the run was too short for the error itself to be trusted when tau_int is
+not resolved (flagged). ULA at the paper's learning rate epsilon = 1e-3 (h = epsilon T = 1e-5) cannot
+thermalize in any budget here: it is timed from a thermalized start (the last state of the NUTS run), its
+autocorrelation time measured at h = 1e-5 where the run resolves it, and its thermalization time taken
+as that of ULA at a 30x larger step scaled by 30 (Langevin times scale as 1/h).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+
+import renormpp as rp
+from renormpp.experiments import config as cfgmod
+from renormpp.experiments import point
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from theory_speed import machine_info  # noqa: E402
+
+PROBLEMS = {
+    1: dict(P=500, N0=100, N1=250, D=3, teacher="linear"),
+    2: dict(P=1000, N0=144, N1=1000, D=10, teacher="erf_1hl"),
+}
+T = 0.01
+H_PAPER = rp.infer.paper_step_size(1e-3, T)
+
+
+def candidates(budget):
+    """name -> [sampler] table of a renormpp config."""
+    mala = dict(kind="mala", step_size=1e-4, inner_steps=10, num_warmup=100)
+    nuts = dict(kind="nuts", num_warmup=200)
+    kinetic = dict(kind="kinetic", step_size=1e-4, inner_steps=10, num_warmup=200)
+    return {
+        "kinetic Langevin (GHMC)": kinetic,
+        "kinetic Langevin (GHMC) + RB": dict(kinetic, rao_blackwell=True),
+        "MALA (adapted)": mala,
+        "MALA (adapted) + RB": dict(mala, rao_blackwell=True),
+        "MALA on w, v integrated out": dict(mala, readout="marginal"),
+        "NUTS": nuts,
+        "NUTS + RB": dict(nuts, rao_blackwell=True),
+        "NUTS on w, v integrated out": dict(nuts, readout="marginal"),
+    }
+
+
+def config(problem, sampler, seed=0):
+    prob = PROBLEMS[problem]
+    raw = {"data": {"name": "synthetic", "P": prob["P"], "P_test": 500, "N0": prob["N0"], "D": prob["D"],
+                    "teacher": prob["teacher"]},
+           "model": {"N1": [prob["N1"]], "T": T},
+           "sampler": {"num_samples": 1, "num_chains": 2, **sampler}, "run": {"out": "-"}}
+    return cfgmod.points(cfgmod.resolve(raw))[0][1] | {"run": {"seed": seed, "error_method": "gamma"}}
+
+
+def timed_run(cfg, data, budget, init_params=None, block=None):
+    """Warmup, then blocks of draws until the budget is spent: (draws, t_warmup, t_draw, last state)."""
+    t0 = time.perf_counter()
+    state, run = point.start_chains(cfg, data, init_params)
+    W = cfg["sampler"]["num_warmup"]
+    done = 0
+    while done < W:
+        n = min(W - done, 50)
+        state, _, _ = run(state, n)
+        done += n
+    jax.block_until_ready(state)
+    t_warm = time.perf_counter() - t0
+    parts, n_draws, t1 = [], 0, time.perf_counter()
+    block = block or 5
+    while n_draws == 0 or time.perf_counter() - t0 < budget:  # at least one block after the warmup
+        tb = time.perf_counter()
+        state, draws, stats = run(state, block)
+        parts.append((draws, stats))
+        n_draws += block
+        dt = time.perf_counter() - tb
+        block = int(np.clip(5.0 / (dt / block), 1, 10_000))  # about 5 s per block
+    t_draw = (time.perf_counter() - t1) / n_draws
+    draws = {k: np.concatenate([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
+    stats = {k: np.concatenate([p[1][k] for p in parts], axis=1) for k in parts[0][1]}
+    return draws, stats, t_warm, t_draw, state
+
+
+def accuracy_time(draws, t_warm, t_draw):
+    """Time to the target accuracy and the analysis behind it."""
+    eps = draws["eps_g"]
+    D = draws["overlap"].shape[-1]
+    series = {"eps_g": eps} | {f"overlap[{a},{b}]": draws["overlap"][..., a, b] for a in range(D) for b in range(a, D)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rp.diagnostics.ShortRunWarning)
+        est = {k: rp.diagnostics.gamma_method(v) for k, v in series.items()}
+    target = {k: (0.01 * abs(e.mean) if k == "eps_g" else 0.01) for k, e in est.items()}
+    ratio = {k: (est[k].error / target[k]) ** 2 for k in est}
+    worst = max(ratio, key=ratio.get)
+    n = eps.shape[1]
+    cut = max(e.cut for e in est.values())
+    t = t_warm + t_draw * (cut + (n - cut) * ratio[worst])
+    return t, dict(est=est, worst=worst, cut=cut, n=n, reliable=all(e.reliable for e in est.values()))
+
+
+def report(name, t_need, info, t_warm, t_draw, theory):
+    e = info["est"]["eps_g"]
+    w = info["est"][info["worst"]]
+    flag = "" if info["reliable"] else "  (tau_int not resolved: lower bound)"
+    print(f"{name:32s} {t_need:10.0f} s   eps_g {e.mean:.5f} +- {e.error:.5f} (tau {e.tau_int:6.1f})   "
+          f"worst {info['worst']} tau {w.tau_int:6.1f}   n={info['n']} cut={info['cut']} warmup {t_warm:.0f} s, "
+          f"{1e3 * t_draw:.1f} ms/draw{flag}   theory eps_g {theory:.5f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", type=int, default=1, choices=sorted(PROBLEMS))
+    ap.add_argument("--budget", type=float, default=120.0, help="wall seconds per candidate")
+    ap.add_argument("--only", nargs="*", help="run only these candidates (names as printed)")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        PROBLEMS[args.problem] = dict(P=60, N0=10, N1=20, D=2, teacher="linear")
+        args.budget = 10.0
+    print(machine_info())
+    prob = PROBLEMS[args.problem]
+    print(f"problem {args.problem}: {prob}, T={T}, erf, budget {args.budget:.0f} s per candidate\n")
+    cfg0 = config(args.problem, {"kind": "nuts"})
+    data = point.load_data(cfg0["data"])
+    fit = point.solve_theory(cfg0, data)
+    theory = fit.refit("exact").generalization_error(data.X_test, data.Y_test)
+    results, nuts_state = {}, None
+    for name, sampler in candidates(args.budget).items():
+        if args.only and name not in args.only:
+            continue
+        cfg = config(args.problem, sampler)
+        draws, stats, t_warm, t_draw, state = timed_run(cfg, data, args.budget)
+        t_need, info = accuracy_time(draws, t_warm, t_draw)
+        results[name] = (t_need, info)
+        report(name, t_need, info, t_warm, t_draw, theory)
+        if name == "NUTS":
+            nuts_state = state
+
+    # the paper's ULA: autocorrelation from a thermalized start, thermalization from a larger step
+    if nuts_state is not None and (not args.only or "ULA" in args.only):
+        init = {"w": nuts_state.z["w"], "v": nuts_state.z["v"]}
+        ula = config(args.problem, dict(kind="ula", epsilon=1e-3, inner_steps=100, num_warmup=0))
+        draws, _, _, t_draw, _ = timed_run(ula, data, args.budget, init_params=init)
+        _, info = accuracy_time(draws, 0.0, t_draw)
+        big = config(args.problem, dict(kind="ula", step_size=30 * H_PAPER, inner_steps=100, num_warmup=0))
+        d_big, _, _, t_big, _ = timed_run(big, data, args.budget)
+        cut_big = rp.diagnostics.thermalization_cut(d_big["eps_g"])
+        t_therm = 30 * cut_big * t_big
+        ratio = max((e.error / (0.01 * abs(e.mean) if k == "eps_g" else 0.01)) ** 2 for k, e in info["est"].items())
+        t_need = t_therm + t_draw * info["n"] * ratio
+        report("ULA, paper epsilon=1e-3", t_need, info, 0.0, t_draw, theory)
+        print(f"    thermalization: {cut_big} draws of 100 steps at h = 30 x 1e-5 -> {t_therm:.0f} s at h = 1e-5")
+        results["ULA (paper)"] = (t_need, info)
+    if "ULA (paper)" in results:
+        base = results["ULA (paper)"][0]
+        print("\nspeed-up over the paper's ULA (time to the same accuracy):")
+        for name, (t, _) in results.items():
+            print(f"  {name:32s} {base / t:10.1f}x" + (f"   {results['NUTS'][0] / t:5.2f}x vs NUTS" if "NUTS" in results
+                                                     else ""))
+
+
+if __name__ == "__main__":
+    main()
