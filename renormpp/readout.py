@@ -127,3 +127,19 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
                 "overlap": readout_overlap(cond)}
 
     return fn
+
+
+def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: Activation = "erf"):
+    """The exact Gibbs update of v for :class:`numpyro.infer.HMCGibbs`: HMC/NUTS moves on w, then v ~ p(v | w).
+
+    ``HMCGibbs(NUTS(one_hidden_layer), gibbs_fn=gibbs_fn(X, Y, T=T, lambda1=lambda1), gibbs_sites=["v"])``.
+    """
+    X, Y = jnp.asarray(X), jnp.asarray(Y)
+
+    def update(rng_key, gibbs_sites, hmc_sites):
+        w = hmc_sites["w"]
+        cond = conditional(w, X.astype(w.dtype), Y.astype(w.dtype), T=T, lambda1=lambda1, activation=activation,
+                           b=hmc_sites.get("b"))
+        return {"v": sample_readout(rng_key, cond, Y.astype(w.dtype), T=T)}
+
+    return update

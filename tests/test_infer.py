@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import pytest
-from numpyro.infer import MCMC, NUTS, Predictive
+from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive
 from numpyro.infer.util import potential_energy
 
 import renormpp as rp
@@ -292,8 +292,9 @@ def _summaries(s):
 
 @pytest.mark.slow
 def test_every_sampler_agrees_with_nuts_on_a_small_network():
-    """ULA, MALA (fixed and adapted step), MALA on w with v integrated out, and Rao-Blackwellized observables
-    of NUTS draws all agree with NUTS within 4 combined standard errors."""
+    """ULA, MALA (fixed and adapted step), MALA on w with v integrated out, kinetic Langevin, NUTS on w with
+    exact Gibbs steps on v, and Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4
+    combined standard errors."""
     data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
     kw = dict(N1=20, T=0.1)
     obs = observables.default(data.X_test, data.Y_test)
@@ -311,12 +312,18 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
                                                        observables=rb, adapt_step_size=True), 300, 2000),
         ("kinetic Langevin (GHMC)", infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10,
                                                           observables=obs), 400, 2000),
+        ("NUTS on w, Gibbs on v", HMCGibbs(NUTS(models.one_hidden_layer), gibbs_sites=["v"],
+                                            gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)),
+         300, 800),
         ("NUTS", NUTS(models.one_hidden_layer), 500, 1500),
     ]:
-        mcmc = MCMC(kernel, num_warmup=n_warm, num_samples=n_draws, num_chains=2, chain_method="vectorized",
+        method = "sequential" if isinstance(kernel, HMCGibbs) else "vectorized"  # HMCGibbs takes one key
+        mcmc = MCMC(kernel, num_warmup=n_warm, num_samples=n_draws, num_chains=2, chain_method=method,
                     progress_bar=False)
         mcmc.run(jax.random.PRNGKey(11), data.X, data.Y, **kw)
         s = mcmc.get_samples(group_by_chain=True)
+        if name.startswith("NUTS on w"):
+            s = observables.evaluate(obs, s, batch_dims=2)
         if name == "NUTS":
             # the same draws, observed plainly and Rao-Blackwellized
             s, s_rb = observables.evaluate(obs, s, batch_dims=2), observables.evaluate(rb, s, batch_dims=2)
