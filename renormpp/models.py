@@ -47,13 +47,18 @@ def activation_fn(activation: Activation) -> Callable:
                          f"{', '.join(map(repr, ACTIVATIONS))} or pass an elementwise function") from None
 
 
+def hidden(w, X, activation: Activation = "erf", b=None):
+    r"""Hidden-layer features :math:`\phi(X) = \sigma(X w^\top/\sqrt{N_0} [+ b])`, shape (P, N1)."""
+    h = X @ w.T / np.sqrt(X.shape[-1])
+    if b is not None:
+        h = h + b
+    return activation_fn(activation)(h)
+
+
 def forward(params: dict, X, activation: Activation = "erf"):
     r"""Network outputs :math:`f(X)` of shape (P, D) for one draw ``params`` = {"w", "v"[, "b", "c"]}."""
     w, v = params["w"], params["v"]
-    h = X @ w.T / np.sqrt(X.shape[-1])
-    if "b" in params:
-        h = h + params["b"]
-    f = activation_fn(activation)(h) @ v.T / np.sqrt(w.shape[0])
+    f = hidden(w, X, activation, params.get("b")) @ v.T / np.sqrt(w.shape[0])
     if "c" in params:
         f = f + params["c"]
     return f

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve
 
-from .models import Activation, activation_fn
+from .models import Activation, hidden
 
 
 class Conditional(NamedTuple):
@@ -48,12 +48,7 @@ class Conditional(NamedTuple):
     lambda1: float
 
 
-def features(w, X, activation: Activation = "erf", b=None):
-    r""":math:`\phi(X) = \sigma(X w^\top/\sqrt{N_0} [+ b])`, shape (P, N1)."""
-    h = X @ w.T / np.sqrt(X.shape[-1])
-    if b is not None:
-        h = h + b
-    return activation_fn(activation)(h)
+features = hidden  # phi(X) = sigma(X w^T / sqrt(N0) [+ b]), (P, N1)
 
 
 def conditional(w, X, Y, *, T: float, lambda1: float, activation: Activation = "erf", b=None) -> Conditional:
