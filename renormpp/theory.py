@@ -150,6 +150,21 @@ class _AtQ:
         return _sym(self.U @ np.einsum("abcd,cd->ab", self.hessian_u(), Eu) @ self.U.T)
 
 
+def moments(spec: Spectrum, Q, T: float, lambda1: float, kappa, k00):
+    r"""Predictive mean and covariance from the kernel eigenbasis (supplement, eq:SM_bias and eq:SM_var).
+
+    ``kappa`` (P, P0) holds :math:`\kappa_\mu = V_{:\mu}\cdot K(X, x_0)` in its columns, ``k00`` (P0,) is
+    :math:`K(x_0, x_0)`. Returns ``(mean, s, U)``: the mean :math:`\Gamma` (P0, D), and the covariance
+    :math:`\Sigma = U\,\mathrm{diag}(s)\,U^\top` by its eigenvalues ``s`` (P0, D) (clipped at 0) in the eigenbasis
+    ``U`` of Q. Costs O(P P0 D + D^3): a sweep over T and lambda1 (or Q) reuses ``spec``, ``kappa`` and ``k00``.
+    """
+    q, U = np.linalg.eigh(Q)
+    m = 1.0 / (T + (spec.k / lambda1)[:, None] * q[None, :])  # (P, D): eigenvalues of M_mu
+    mean = (kappa.T @ (m * (spec.Yt @ U))) * (q / lambda1) @ U.T
+    s = k00[:, None] * q[None, :] / lambda1 - (kappa.T**2 @ m) * (q / lambda1) ** 2
+    return mean, np.maximum(s, 0.0), U
+
+
 def _sym(A: np.ndarray) -> np.ndarray:
     return 0.5 * (A + A.T)
 
@@ -358,21 +373,17 @@ class TheoryFit:
     def predict(self, X0, batch_size: int = 4096) -> Prediction:
         """Predictive mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of X0."""
         X0 = self._test_inputs(X0)
-        spec, lam = self.spectrum, self.lambda1
-        q, U = np.linalg.eigh(self.Q)
-        Z = spec.Yt @ U
-        m = 1.0 / (self.T + (spec.k / lam)[:, None] * q[None, :])  # (P, D)
-        mZ = m * Z
-        means, eigs = [], []
-        for lo in range(0, X0.shape[0], batch_size):
-            xb = X0[lo:lo + batch_size]
-            kappa = spec.V.T @ kernels.nngp(self.X, xb, lambda0=self.lambda0, activation=self.activation)
-            k00 = kernels.nngp_diag(xb, lambda0=self.lambda0, activation=self.activation)
-            means.append((kappa.T @ mZ) * (q / lam) @ U.T)
-            eigs.append(k00[:, None] * q[None, :] / lam - (kappa.T**2 @ m) * (q / lam) ** 2)
-        s = np.maximum(np.concatenate(eigs), 0.0)
+        parts = [moments(self.spectrum, self.Q, self.T, self.lambda1, *self.test_kernel(X0[lo:lo + batch_size]))
+                 for lo in range(0, X0.shape[0], batch_size)]
+        mean, s, U = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), parts[0][2]
         cov = np.einsum("ia,pa,ja->pij", U, s, U)
-        return Prediction(mean=np.concatenate(means), cov=cov, basis=U, cov_eigvals=s)
+        return Prediction(mean=mean, cov=cov, basis=U, cov_eigvals=s)
+
+    def test_kernel(self, X0) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel quantities that :func:`moments` needs at test inputs X0 (P0, N0): kappa = V^T K(X, X0),
+        shape (P, P0), and K(x0, x0), shape (P0,). They depend on lambda0 and the activation only."""
+        kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, lambda0=self.lambda0, activation=self.activation)
+        return kappa, kernels.nngp_diag(X0, lambda0=self.lambda0, activation=self.activation)
 
     def generalization_error(self, X0, Y0) -> float:
         r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""

@@ -16,7 +16,7 @@ import pytest
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {"01_theory_quickstart.ipynb", "02_langevin_vs_theory.ipynb", "03_readout_overlaps.ipynb",
-            "04_monte_carlo_diagnostics.ipynb"}
+            "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb"}
 CELL_TIMEOUT = 600  # seconds per cell; a quick-size notebook takes well under a minute in all
 
 # run in the notebook's kernel after its last cell: light checks that it did what it says
@@ -50,6 +50,21 @@ assert SIZE == "quick"
 assert eps.shape == (cfg["chains"], cfg["draws"]) and np.all(np.isfinite(eps))
 assert len(rows) == 6 and all(est.error > 0 and est.tau_int >= 1 for _, est, _ in rows)
 assert all(est.error > naive for _, est, naive in rows)   # autocorrelation makes the naive error too small
+""",
+    "05_bayes_vs_adam.ipynb": """
+assert SIZE == "quick"
+assert set(results) == {"MNIST", "CIFAR-10 gray"} and all(list(r) == list(cfg["P_list"]) for r in results.values())
+for name, byP in results.items():
+    for P, r in byP.items():
+        gp, D = r["gp"], datasets[name, P].Y.shape[1]
+        assert sorted(r["adam"]) == list(cfg["N1_list"]) and gp.test_accuracy > 1.5 / D   # chance is 1 / D
+        for a in r["adam"].values():
+            assert len(a.runs) == cfg["n_init"] and a.std["test_mse"] > 0
+            assert 0.7 < a.mean["test_mse"] / gp.test_mse < 1.4   # Fig. 3: Adam is comparable to the best GP
+        assert theory_curves[name][P].shape == (len(N1_fine), 4) and np.all(np.isfinite(theory_curves[name][P]))
+gp_train, gp_test = rows["best GP"]
+assert gp_test[2] > 5 * np.delete(gp_test, 2).max()   # y3's pole sample dominates the test MSE
+assert FEATURES or (loaded.X.shape == d.X.shape and np.allclose(loaded.X.mean(axis=0), 0))
 """,
 }
 
