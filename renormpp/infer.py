@@ -88,6 +88,12 @@ class Langevin(MCMCKernel):
         The step is fixed after the warmup (the chain is then exact MALA); it is in the state's ``step_size``.
     target_accept_prob : the acceptance target, 0.574 by default (optimal for MALA in high dimension,
         Roberts & Rosenthal 1998).
+    gibbs_fn, gibbs_sites : an exact Gibbs update of some sites, ``gibbs_fn(rng_key, gibbs_sites, other_sites) ->
+        gibbs_sites`` (the signature of :class:`numpyro.infer.HMCGibbs`), applied after the ``inner_steps``
+        updates of every draw; e.g. ``gibbs_fn=renormpp.readout.gibbs_fn(X, Y, T=T, lambda1=lambda1)`` with
+        ``gibbs_sites=("v",)`` draws the readout exactly given w, so the Langevin updates only have to move w
+        (the v moves they also make are harmless). Each part leaves the posterior invariant, so the
+        composition does. The sites must be unconstrained (a Normal prior, as v's).
     warn_divergences : warn (from a host callback) at the first divergence of each chain. The callback
         costs throughput on a CPU (about 20% at P=1000, N0=144, N1=1000 on 2 cores, a few % at N0=784;
         ``benchmarks/sampler.py``); with False, divergences are only flagged (``diverging``,
@@ -100,7 +106,8 @@ class Langevin(MCMCKernel):
     def __init__(self, model=None, *, potential_fn=None, step_size: float, adjust: bool = False,
                  inner_steps: int = 1, observables: Callable | None = None,
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
-                 adapt_step_size: bool = False, target_accept_prob: float = 0.574):
+                 adapt_step_size: bool = False, target_accept_prob: float = 0.574,
+                 gibbs_fn: Callable | None = None, gibbs_sites=("v",)):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model or potential_fn")
         if not (np.isfinite(step_size) and step_size > 0):
@@ -111,6 +118,9 @@ class Langevin(MCMCKernel):
             raise ValueError("adapt_step_size needs adjust=True (MALA): ULA has no acceptance probability to target")
         if not 0 < target_accept_prob < 1:
             raise ValueError(f"target_accept_prob must be in (0, 1); got {target_accept_prob!r}")
+        if gibbs_fn is not None and not gibbs_sites:
+            raise ValueError("gibbs_fn needs the names of the sites it updates: gibbs_sites=('v',)")
+        self._gibbs_fn, self._gibbs_sites = gibbs_fn, tuple(gibbs_sites)
         self._adapt = bool(adapt_step_size)
         self._target = float(target_accept_prob)
         self._num_warmup = 0
@@ -172,6 +182,11 @@ class Langevin(MCMCKernel):
             if init_params is None:
                 raise ValueError("with potential_fn, pass init_params to MCMC.run")
             self._constrain = identity
+        if self._gibbs_fn is not None:
+            sites = set(init_params)
+            missing = [k for k in self._gibbs_sites if k not in sites]
+            if missing:
+                raise ValueError(f"gibbs_sites {missing} are not sites of the model (its sites: {sorted(sites)})")
         init_fn, advance = self._init_one, self._sample_one
         if batched:
             init_fn, advance = jax.vmap(init_fn), jax.vmap(advance)
@@ -254,10 +269,25 @@ class Langevin(MCMCKernel):
         accept_prob = acc_sum / self._inner_steps
         i = state.i + 1
         mean_accept_prob = state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / i
-        z = unravel(z_flat)
+        z, pe, grad, rng_key = self._gibbs(unravel(z_flat), pe, grad, rng_key)
         h, adapt = self._adapt_step(state, accept_prob) if self._adapt else (h, ())
         return LangevinState(i, z, pe, grad, self._record(z), accept_prob, mean_accept_prob, n_div > 0,
                              state.num_divergent + n_div, h, adapt, rng_key)
+
+    def _gibbs(self, z, pe, grad, rng_key):
+        """The exact Gibbs update of ``gibbs_sites`` (if any), with the potential and gradient at the new point;
+        a non-finite result (e.g. a failed Cholesky factor in float32) keeps the old point."""
+        if self._gibbs_fn is None:
+            return z, pe, grad, rng_key
+        rng_key, key = jax.random.split(rng_key)
+        gibbs = {k: z[k] for k in self._gibbs_sites}
+        rest = {k: v for k, v in z.items() if k not in gibbs}
+        new = {**z, **self._gibbs_fn(key, gibbs, rest)}
+        pe_new, grad_new = jax.value_and_grad(self._potential_fn)(new)
+        grad_new = ravel_pytree(grad_new)[0]
+        finite = jnp.isfinite(pe_new) & jnp.all(jnp.isfinite(grad_new))
+        z, pe, grad = jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), (new, pe_new, grad_new), (z, pe, grad))
+        return z, pe, grad, rng_key
 
     def _adapt_step(self, state: LangevinState, accept_prob):
         """Dual averaging of log h towards the target acceptance during the warmup draws; then the average."""
@@ -301,11 +331,12 @@ class KineticLangevin(Langevin):
     def __init__(self, model=None, *, potential_fn=None, step_size: float, friction: float = 1.0,
                  adjust: bool = True, inner_steps: int = 1, observables: Callable | None = None,
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
-                 adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float = 0.8):
+                 adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float = 0.8,
+                 gibbs_fn: Callable | None = None, gibbs_sites=("v",)):
         super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
-                         target_accept_prob=target_accept_prob)
+                         target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites)
         if not (np.isfinite(friction) and friction > 0):
             raise ValueError(f"friction must be a positive finite number; got {friction!r}")
         self._friction = float(friction)
@@ -355,10 +386,11 @@ class KineticLangevin(Langevin):
         i = state.i + 1
         mean_accept_prob = state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / i
         h, adapt = self._adapt_step(state, accept_prob) if self._adapt else (h, ())
+        z, pe, grad, rng_key = self._gibbs(unravel(z_flat), pe, grad, rng_key)  # the momentum stays: p is
+        z_flat = ravel_pytree(z)[0]  # independent of q under the target, so the Gibbs step keeps it invariant
         inv_mass, welford = state.inverse_mass, state.welford
         if self._adapt_mass:
             inv_mass, welford, h, adapt = self._adapt_mass_step(state, z_flat, h, adapt)
-        z = unravel(z_flat)
         return KineticState(i, z, pe, grad, p, self._record(z), accept_prob, mean_accept_prob, n_div > 0,
                             state.num_divergent + n_div, h, adapt, inv_mass, welford, rng_key)
 

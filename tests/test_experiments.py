@@ -94,6 +94,23 @@ def test_recorded_observables_are_those_of_the_network(sweep):
     assert np.all(np.linalg.eigvalsh(post["overlap"].astype(np.float64)) > -1e-6)
 
 
+@pytest.mark.parametrize("kind", ["kinetic", "mala"])
+def test_exact_gibbs_steps_on_the_readout_from_a_config(tmp_path, kind):
+    """readout = 'gibbs' runs from a config for the Langevin kinds (the combined kernel's exactness is tested in
+    tests/test_infer.py)."""
+    res = ex.run(tiny(tmp_path, model__N1=[16], sampler__kind=kind, sampler__readout="gibbs"))
+    folder = tmp_path / "points" / "N1=16_seed=0"
+    assert tomllib.loads((folder / "config.toml").read_text())["sampler"]["readout"] == "gibbs"
+    post = posterior(folder)
+    assert post["eps_g"].shape == (2, 120) and np.all(np.isfinite(post["eps_g"])) and np.all(post["eps_g"] > 0)
+    assert np.all(np.linalg.eigvalsh(post["overlap"].astype(np.float64)) > -1e-6)
+    assert res is not None
+    nuts = tiny(tmp_path / "nuts", sampler__readout="gibbs")
+    nuts["sampler"] = {"kind": "nuts", "readout": "gibbs"}
+    with pytest.raises(ex.ConfigError, match="sampler.readout = 'gibbs' works with kind = 'ula'"):
+        ex.run(nuts)
+
+
 def test_a_finished_point_is_not_recomputed(sweep):
     folder = sweep / "points" / "N1=8_seed=0"
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}

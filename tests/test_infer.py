@@ -89,6 +89,51 @@ def test_kinetic_langevin_is_exact_and_learns_the_scales():
     assert np.all(np.abs(draws.mean(axis=(0, 1))) < 4 * np.sqrt(var / float(az.ess(draws[..., 0]))))
 
 
+RHO = 0.9  # a correlated 2-d Gaussian: a ~ N(0, 1), b | a ~ N(RHO a, 1 - RHO^2)
+
+
+def correlated_potential(z):
+    a, b = z["a"], z["b"]
+    return 0.5 * (a**2 - 2 * RHO * a * b + b**2) / (1 - RHO**2)
+
+
+def exact_b_given_a(scale=1.0):
+    def update(key, gibbs_sites, other_sites):
+        a = other_sites["a"]
+        return {"b": RHO * a + scale * jnp.sqrt(1 - RHO**2) * jax.random.normal(key, a.shape, a.dtype)}
+    return update
+
+
+@pytest.mark.parametrize("kind", ["mala", "kinetic"])
+def test_gibbs_step_combined_with_langevin_moves_is_exact(kind):
+    """Langevin moves on (a, b) with an exact Gibbs draw of b | a after every draw sample the joint exactly;
+    a Gibbs step with the wrong conditional variance is detected by the same check."""
+    def run(gibbs):
+        common = dict(potential_fn=correlated_potential, inner_steps=2, gibbs_fn=gibbs, gibbs_sites=("b",))
+        kernel = (infer.Langevin(step_size=0.05, adjust=True, **common) if kind == "mala" else
+                  infer.KineticLangevin(step_size=0.1, adapt_step_size=False, adapt_mass=False, **common))
+        mcmc = MCMC(kernel, num_warmup=20, num_samples=300, num_chains=200, chain_method="vectorized",
+                    progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(7), init_params={"a": jnp.zeros(200), "b": jnp.zeros(200)})
+        s = mcmc.get_samples(group_by_chain=True)
+        return {k: np.asarray(v, dtype=np.float64) for k, v in s.items()}
+
+    def z_scores(s):
+        out = {}
+        for name, x, exact in [("var a", s["a"] ** 2, 1.0), ("var b", s["b"] ** 2, 1.0), ("cov", s["a"] * s["b"], RHO)]:
+            out[name] = (x.mean() - exact) / (x.std() / np.sqrt(float(az.ess(x))))
+        return out
+
+    z = z_scores(run(exact_b_given_a()))
+    assert all(abs(v) < 4 for v in z.values()), z
+    wrong = z_scores(run(exact_b_given_a(scale=2.0)))  # b | a with 4x the variance: var b = 1 + 3(1 - RHO^2)
+    assert wrong["var b"] > 10, wrong
+    with pytest.raises(ValueError, match="not sites of the model"):
+        MCMC(infer.Langevin(potential_fn=correlated_potential, step_size=0.1, gibbs_fn=exact_b_given_a(),
+                            gibbs_sites=("c",)), num_warmup=0, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), init_params={"a": jnp.zeros(()), "b": jnp.zeros(())})
+
+
 def test_unadjusted_kinetic_langevin_bias_is_second_order():
     """Unadjusted OBABO on N(0, s^2) (unit mass, no adaptation): the variance bias falls about 4x when h halves."""
     biases = []
@@ -292,9 +337,9 @@ def _summaries(s):
 
 @pytest.mark.slow
 def test_every_sampler_agrees_with_nuts_on_a_small_network():
-    """ULA, MALA (fixed and adapted step), MALA on w with v integrated out, kinetic Langevin, NUTS on w with
-    exact Gibbs steps on v, and Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4
-    combined standard errors."""
+    """ULA, MALA (fixed and adapted step, and with exact Gibbs steps on v), MALA on w with v integrated out,
+    kinetic Langevin (alone and with exact Gibbs steps on v), NUTS on w with exact Gibbs steps on v, and
+    Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4 combined standard errors."""
     data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
     kw = dict(N1=20, T=0.1)
     obs = observables.default(data.X_test, data.Y_test)
@@ -312,6 +357,12 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
                                                        observables=rb, adapt_step_size=True), 300, 2000),
         ("kinetic Langevin (GHMC)", infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10,
                                                           observables=obs), 400, 2000),
+        ("MALA with exact Gibbs steps on v",
+         infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=20, observables=obs,
+                        gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)), 300, 2000),
+        ("kinetic Langevin with exact Gibbs steps on v",
+         infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10, observables=obs,
+                               gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)), 400, 2000),
         ("NUTS on w, Gibbs on v", HMCGibbs(NUTS(models.one_hidden_layer), gibbs_sites=["v"],
                                             gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)),
          300, 800),

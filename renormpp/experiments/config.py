@@ -135,8 +135,10 @@ SCHEMA = {
         "num_chains": Field(2, _int, "independent chains"),
         "chain_method": Field(None, _choice(("vectorized", "sequential")),
                               "how chains run (default: vectorized for ula/mala, sequential for nuts)"),
-        "readout": Field("sampled", _choice(("sampled", "marginal")),
-                         "sample v with w, or integrate it out exactly and sample w alone (renormpp.readout)"),
+        "readout": Field(None, _choice(("sampled", "gibbs", "marginal")),
+                         "sample v with w (sampled); or draw v exactly given w after every draw (gibbs: "
+                         "ula/mala/kinetic); or integrate it out exactly and sample w alone (marginal) "
+                         "(renormpp.readout). Default: gibbs for kinetic, sampled otherwise"),
         "rao_blackwell": Field(None, _bool, "record E[observable | w] instead of the observable of (w, v) "
                                             "(default: true with readout = 'marginal', where it is required)"),
         "step_size": Field(None, _float, "ula/mala: the step h on the potential U"),
@@ -239,11 +241,17 @@ def resolve(raw: dict, *, out: str | None = None) -> dict:
 def _complete_sampler(s: dict, T: float) -> None:
     if s["num_warmup"] is None:
         s["num_warmup"] = 0 if s["kind"] == "ula" else 200
+    if s["readout"] is None:  # the recommended sampler moves w by kinetic Langevin and draws v exactly
+        s["readout"] = "gibbs" if s["kind"] == "kinetic" else "sampled"
     if s["rao_blackwell"] is None:
         s["rao_blackwell"] = s["readout"] == "marginal"
     if s["readout"] == "marginal" and not s["rao_blackwell"]:
         raise ConfigError("sampler.rao_blackwell = false is not allowed with sampler.readout = 'marginal': v is not "
                           "sampled, so its observables are recorded as their expectations given w")
+    if s["readout"] == "gibbs" and s["kind"] == "nuts":
+        raise ConfigError("sampler.readout = 'gibbs' works with kind = 'ula', 'mala' or 'kinetic'; for NUTS use "
+                          "readout = 'marginal' (v integrated out), or numpyro's HMCGibbs with "
+                          "renormpp.readout.gibbs_fn in a script")
     if s["chain_method"] is None:
         s["chain_method"] = "sequential" if s["kind"] == "nuts" else "vectorized"
     if s["kind"] == "nuts":

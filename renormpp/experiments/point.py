@@ -94,7 +94,8 @@ def solve_theory(cfg: dict, data):
 
 
 # ---- sampling ---------------------------------------------------------------------------------------------------
-def make_kernel(s: dict):
+def make_kernel(s: dict, gibbs_fn=None):
+    """The MCMCKernel of a [sampler] table; ``gibbs_fn`` (readout = 'gibbs') draws v exactly after every draw."""
     from numpyro.infer import NUTS
 
     from ..infer import KineticLangevin, Langevin
@@ -106,11 +107,11 @@ def make_kernel(s: dict):
     if s["kind"] == "kinetic":
         return KineticLangevin(one_hidden_layer, step_size=s["step_size"], friction=s["friction"],
                                inner_steps=s["inner_steps"], adapt_step_size=s["adapt_step_size"],
-                               target_accept_prob=s["target_accept_prob"])
+                               target_accept_prob=s["target_accept_prob"], gibbs_fn=gibbs_fn)
     mala = s["kind"] == "mala"
     return Langevin(one_hidden_layer, step_size=s["step_size"], adjust=mala, inner_steps=s["inner_steps"],
                     adapt_step_size=mala and s["adapt_step_size"],
-                    target_accept_prob=s["target_accept_prob"] if mala else 0.574)
+                    target_accept_prob=s["target_accept_prob"] if mala else 0.574, gibbs_fn=gibbs_fn)
 
 
 STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step_size"),
@@ -189,14 +190,16 @@ def start_chains(cfg: dict, data, init_params=None):
 
     s, m = cfg["sampler"], cfg["model"]
     kwargs = dict(N1=m["N1"], activation=m["activation"], T=m["T"], lambda0=m["lambda0"], lambda1=m["lambda1"],
-                  readout=s["readout"])
+                  readout="marginal" if s["readout"] == "marginal" else "sampled")
     args = (data.X.astype(np.float32), data.Y.astype(np.float32))
     test = (data.X_test.astype(np.float32), data.Y_test.astype(np.float32))
     if s["rao_blackwell"]:
         record = readout.rao_blackwell(*args, *test, T=m["T"], lambda1=m["lambda1"], activation=m["activation"])
     else:
         record = observables.default(*test, m["activation"])
-    kernel = make_kernel(s)
+    gibbs = (readout.gibbs_fn(*args, T=m["T"], lambda1=m["lambda1"], activation=m["activation"])
+             if s["readout"] == "gibbs" else None)
+    kernel = make_kernel(s, gibbs)
     keys = jax.random.split(jax.random.PRNGKey(cfg["run"]["seed"]), s["num_chains"])
     if s["chain_method"] == "vectorized":
         state = kernel.init(keys, s["num_warmup"], init_params, args, kwargs)
