@@ -54,7 +54,7 @@ def candidates(budget):
     """name -> [sampler] table of a renormpp config."""
     mala = dict(kind="mala", step_size=1e-4, inner_steps=10, num_warmup=100)
     nuts = dict(kind="nuts", num_warmup=200)
-    kinetic = dict(kind="kinetic", step_size=1e-4, inner_steps=10, num_warmup=200)
+    kinetic = dict(kind="kinetic", step_size=1e-4, inner_steps=10, num_warmup=200, readout="sampled")
     return {
         "kinetic Langevin (GHMC)": kinetic,
         "kinetic Langevin (GHMC) + RB": dict(kinetic, rao_blackwell=True),

@@ -3,13 +3,12 @@
 A reduced Fig. 1a and Fig. 2: P=200 Gaussian inputs in N0=50 dimensions with D=3 outputs from a linear
 teacher, erf networks at T=0.01 for five widths from N1=50 (alpha = P/N1 = 4) to N1=800 (alpha = 0.25), each
 sampled with the recommended sampler, Metropolis-adjusted kinetic Langevin on w with an exact Gibbs draw of
-the readout v after every draw (two chains). About three
-minutes on a 2-core CPU. ``renormpp demo --print-config`` prints it as TOML, a starting point for your own
-sweeps.
+the readout v after every draw (two chains). About 3.5 minutes on a 2-core CPU. ``renormpp demo
+--print-config`` prints it as TOML, a starting point for your own sweeps.
 
 At this small size the finite networks' generalization loss sits below the proportional-limit theory, by
-about 10% at N1=50 and 2% at N1=800 (NUTS and kinetic Langevin agree on it): corrections beyond the
-proportional limit, which shrink as P grows at fixed alpha (about 5% at alpha=2 for P=200, 2.4% for P=500;
+about 9% at N1=50 and 1.3% at N1=800 (NUTS and kinetic Langevin, with and without Gibbs steps on v, agree
+on it): corrections beyond the proportional limit, which shrink as P grows at fixed alpha (about 5% at alpha=2 for P=200, 2.4% for P=500;
 benchmarks/README.md). The exact theory is still far closer than the infinite-width limit at every N1.
 """
 CONFIG = {
