@@ -387,7 +387,8 @@ class KineticLangevin(Langevin):
         mean_accept_prob = state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / i
         h, adapt = self._adapt_step(state, accept_prob) if self._adapt else (h, ())
         z, pe, grad, rng_key = self._gibbs(unravel(z_flat), pe, grad, rng_key)  # the momentum stays: p is
-        z_flat = ravel_pytree(z)[0]  # independent of q under the target, so the Gibbs step keeps it invariant
+        if self._gibbs_fn is not None:  # independent of q under the target, so the Gibbs step keeps it invariant
+            z_flat = ravel_pytree(z)[0]
         inv_mass, welford = state.inverse_mass, state.welford
         if self._adapt_mass:
             inv_mass, welford, h, adapt = self._adapt_mass_step(state, z_flat, h, adapt)

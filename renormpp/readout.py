@@ -132,6 +132,9 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: Activation = "erf"):
     X, Y = jnp.asarray(X), jnp.asarray(Y)
 
     def update(rng_key, gibbs_sites, hmc_sites):
+        if "c" in hmc_sites:
+            raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
+                             "this conditional; sample v with w (readout='sampled') for a model with bias=True")
         w = hmc_sites["w"]
         cond = conditional(w, X.astype(w.dtype), Y.astype(w.dtype), T=T, lambda1=lambda1, activation=activation,
                            b=hmc_sites.get("b"))

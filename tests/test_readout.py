@@ -83,3 +83,10 @@ def test_output_bias_is_refused(problem):
     fn = readout.rao_blackwell(p["X"], p["Y"], p["X0"], p["Y0"], T=T, lambda1=LAM1)
     with pytest.raises(ValueError, match="output bias"):
         fn({"w": p["w"], "v": np.zeros((D, N1)), "c": np.zeros(D)})
+
+
+def test_gibbs_fn_refuses_a_network_with_an_output_bias():
+    X, Y = np.ones((4, 3)), np.ones((4, 2))
+    update = readout.gibbs_fn(X, Y, T=0.1, lambda1=1.0)
+    with pytest.raises(ValueError, match="without an output bias c"):
+        update(jax.random.PRNGKey(0), {"v": np.zeros((2, 5))}, {"w": np.ones((5, 3)), "c": np.zeros(2)})
