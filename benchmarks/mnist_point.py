@@ -26,13 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from theory_speed import machine_info  # noqa: E402
 
 
-def config(out: str, num_samples: int, quick: bool, root: str | None, readout: str) -> dict:
+def config(out: str, num_samples: int, quick: bool, root: str | None, v_sampling: str) -> dict:
     size = dict(P=200, P_test=200, N1=200) if quick else dict(P=1000, P_test=1000, N1=1000)
     where = {} if root is None else {"root": root}
     return {
         "data": {"name": "mnist", "classes": "all", "P": size["P"], "P_test": size["P_test"], **where},
         "model": {"N1": [size["N1"]], "T": 0.01},
-        "sampler": {"kind": "kinetic", "readout": readout, "num_samples": num_samples, "num_chains": 2},
+        "sampler": {"kind": "kinetic", "v_sampling": v_sampling, "num_samples": num_samples, "num_chains": 2},
         "run": {"out": out},
     }
 
@@ -42,8 +42,8 @@ def main():
     ap.add_argument("--out", default="mnist-point")
     ap.add_argument("--num-samples", type=int, default=3000, help="recorded draws per chain")
     ap.add_argument("--root", help="folder with MNIST's IDX files (default: $RENORMPP_DATA or ~/.cache/renormpp)")
-    ap.add_argument("--readout", default="gibbs", choices=("sampled", "gibbs"),
-                    help="sampler.readout: gibbs (an exact draw of v | w every draw, the default here) or sampled")
+    ap.add_argument("--v-sampling", default="gibbs", choices=("joint", "gibbs"),
+                    help="sampler.v_sampling: gibbs (an exact draw of v | w every draw, the default here) or joint")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -54,7 +54,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "mnist_point.toml")
     with open(path, "wb") as f:
-        tomli_w.dump(config(args.out, args.num_samples, args.quick, args.root, args.readout), f)
+        tomli_w.dump(config(args.out, args.num_samples, args.quick, args.root, args.v_sampling), f)
     print(f"config {path}; renormpp run {path}\n")
     t0 = time.perf_counter()
     code = cli(["run", path])

@@ -36,7 +36,7 @@ import numpy as np
 
 import renormpp as rp
 from renormpp.experiments import config as cfgmod
-from renormpp.experiments import point
+from renormpp.experiments import stages
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from theory_speed import machine_info  # noqa: E402
@@ -54,18 +54,18 @@ def candidates(budget):
     """name -> [sampler] table of a renormpp config."""
     mala = dict(kind="mala", step_size=1e-4, inner_steps=10, num_warmup=100)
     nuts = dict(kind="nuts", num_warmup=200)
-    kinetic = dict(kind="kinetic", step_size=1e-4, inner_steps=10, num_warmup=200, readout="sampled")
+    kinetic = dict(kind="kinetic", step_size=1e-4, inner_steps=10, num_warmup=200, v_sampling="joint")
     return {
         "kinetic Langevin (GHMC)": kinetic,
         "kinetic Langevin (GHMC) + RB": dict(kinetic, rao_blackwell=True),
-        "kinetic Langevin (GHMC) + Gibbs on v": dict(kinetic, readout="gibbs"),
-        "MALA (adapted) + Gibbs on v": dict(mala, readout="gibbs"),
+        "kinetic Langevin (GHMC) + Gibbs on v": dict(kinetic, v_sampling="gibbs"),
+        "MALA (adapted) + Gibbs on v": dict(mala, v_sampling="gibbs"),
         "MALA (adapted)": mala,
         "MALA (adapted) + RB": dict(mala, rao_blackwell=True),
-        "MALA on w, v integrated out": dict(mala, readout="marginal"),
+        "MALA on w, v integrated out": dict(mala, v_sampling="integrated"),
         "NUTS": nuts,
         "NUTS + RB": dict(nuts, rao_blackwell=True),
-        "NUTS on w, v integrated out": dict(nuts, readout="marginal"),
+        "NUTS on w, v integrated out": dict(nuts, v_sampling="integrated"),
     } | {f"kinetic, friction {g:g}, acceptance {acc:g}": dict(kinetic, friction=g, target_accept_prob=acc)
          for acc in (0.8, 0.95, 0.99) for g in (0.1, 1.0, 10.0)}  # the friction/acceptance scan (--only)
 
@@ -75,15 +75,17 @@ def config(problem, sampler, seed=0):
     raw = {"data": {"name": "synthetic", "P": prob["P"], "P_test": 500, "N0": prob["N0"], "D": prob["D"],
                     "teacher": prob["teacher"]},
            "model": {"N1": [prob["N1"]], "T": T},
-           "sampler": {"num_samples": 1, "num_chains": 2, **sampler}, "run": {"out": "-"}}
-    return cfgmod.points(cfgmod.resolve(raw))[0][1] | {"run": {"seed": seed, "error_method": "gamma"}}
+           "sampler": {"num_samples": 1, "num_chains": 2, **sampler},
+           "run": {"out": "-", "seeds": [seed], "error_method": "gamma"}}
+    return cfgmod.resolve(raw).points()[0]
 
 
 def timed_run(cfg, data, budget, init_params=None, block=None):
     """Warmup, then blocks of draws until the budget is spent: (draws, t_warmup, t_draw, last state)."""
     t0 = time.perf_counter()
-    state, run = point.start_chains(cfg, data, init_params)
-    W = cfg["sampler"]["num_warmup"]
+    chains, state = stages.start_chains(cfg, data, init_params)
+    run = chains.run
+    W = cfg.sampler.num_warmup
     done = 0
     while done < W:
         n = min(W - done, 50)
@@ -147,8 +149,8 @@ def main():
     prob = PROBLEMS[args.problem]
     print(f"problem {args.problem}: {prob}, T={T}, erf, budget {args.budget:.0f} s per candidate\n")
     cfg0 = config(args.problem, {"kind": "nuts"})
-    data = point.load_data(cfg0["data"])
-    fit = point.solve_theory(cfg0, data)
+    data = stages.load_data(cfg0.data)
+    fit = stages.solve_theory(cfg0.model, data)
     theory = fit.refit("exact").generalization_error(data.X_test, data.Y_test)
     results, nuts_state = {}, None
     for name, sampler in candidates(args.budget).items():

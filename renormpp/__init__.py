@@ -1,20 +1,27 @@
 """renormpp: finite Bayesian one-hidden-layer networks and their proportional-limit theory.
 
-Submodules: :mod:`renormpp.kernels` (NNGP kernels), :mod:`renormpp.theory` (kernel shape
-renormalization: the order parameter Q* and its predictions), :mod:`renormpp.models` (the finite
-network as a NumPyro model), :mod:`renormpp.infer` (Langevin MCMC kernel), :mod:`renormpp.observables`
-(generalization loss and readout overlaps per draw), :mod:`renormpp.diagnostics` (error bars,
-theory against sampling), :mod:`renormpp.plots` (the paper's figures), :mod:`renormpp.datasets`,
-:mod:`renormpp.experiments` (sweeps over N1: config, resumable runner, executors, reports),
-:mod:`renormpp.baselines` (Adam-trained networks with a hyperparameter search, the best infinite-width GP).
+Layers (docs/architecture.md): :mod:`renormpp.network` (the network once: activations, kernel maps, forward
+pass) under :mod:`renormpp.kernels` (NNGP kernels) and :mod:`renormpp.models` (the network as a NumPyro model);
+:mod:`renormpp.theory` (kernel shape renormalization: the order parameter Q* and its predictions);
+:mod:`renormpp.mcmc` (a pure sampler core) under :mod:`renormpp.infer` (its NumPyro kernels);
+:mod:`renormpp.observables` (generalization error and readout overlaps per draw) and :mod:`renormpp.readout`
+(v given w in closed form); :mod:`renormpp.diagnostics` (error bars, theory against sampling);
+:mod:`renormpp.plots` (the paper's figures); :mod:`renormpp.datasets`; :mod:`renormpp.experiments` (sweeps over
+N1: config, resumable runner, executors, reports); :mod:`renormpp.baselines` (Adam-trained networks with a
+hyperparameter search, the best infinite-width GP).
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from . import baselines, datasets, diagnostics, experiments, infer, kernels, models, observables, plots, theory
+from . import _compat
+from . import (baselines, datasets, diagnostics, experiments, infer, kernels, mcmc, models, network, observables,
+               plots, readout, theory)
+
+_compat.link_submodules("numpyro")
 
 try:
     __version__ = version("renormpp")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["baselines", "datasets", "diagnostics", "experiments", "infer", "kernels", "models", "observables", "plots", "theory", "__version__"]
+__all__ = ["baselines", "datasets", "diagnostics", "experiments", "infer", "kernels", "mcmc", "models", "network",
+           "observables", "plots", "readout", "theory", "__version__"]

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import theory
+
 #: fewer effective samples than this and an error estimate is flagged as unreliable
 MIN_EFFECTIVE = 50
 
@@ -249,34 +251,25 @@ def error_of_mean(series, method: str = "gamma", cut="auto") -> ErrorEstimate:
 
 
 # ---- conversion ---------------------------------------------------------------------------------------
-def _numpyro_for_arviz():
-    """When arviz is imported before numpyro, its lazy import of numpyro leaves ``numpyro.infer`` without the
-    ``initialization`` attribute that ``az.from_numpyro`` reads; set it."""
-    import numpyro.infer
-    import numpyro.infer.initialization as initialization
-
-    if not hasattr(numpyro.infer, "initialization"):
-        numpyro.infer.initialization = initialization
-
-
-def to_datatree(source, *, coords: dict | None = None):
+def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None = None):
     """An ArviZ DataTree with named dimensions from ``numpyro.infer.MCMC`` or a dict of samples.
 
-    Dims: w (hidden, input), v (output, hidden), b (hidden), c (output), f (test, output), eps_g (),
-    overlap (output, output_). A dict must have leading (chain, draw) axes (``get_samples(group_by_chain=True)``).
+    Dims: w (hidden, input), v (output, hidden), b (hidden), c (output), f (data, output), eps_g (),
+    overlap (output, output_) (:data:`renormpp.models.DIMS`, :data:`renormpp.observables.DIMS`). A dict must have
+    leading (chain, draw) axes (``get_samples(group_by_chain=True)``); ``sample_stats`` (a dict with the same
+    leading axes) becomes the ``sample_stats`` group.
     """
     import arviz as az
 
     from .models import DIMS as MODEL_DIMS
     from .observables import DIMS as OBS_DIMS
 
-    _numpyro_for_arviz()
-
-    dims = {**MODEL_DIMS, **OBS_DIMS, "f": ["test", "output"]}
+    dims = {**MODEL_DIMS, **OBS_DIMS}
     if isinstance(source, dict):
-        samples = {k: np.asarray(v) for k, v in source.items()}
-        return az.from_dict({"posterior": samples}, dims={k: v for k, v in dims.items() if k in samples},
-                            coords=coords)
+        groups = {"posterior": {k: np.asarray(v) for k, v in source.items()}}
+        if sample_stats is not None:
+            groups["sample_stats"] = {k: np.asarray(v) for k, v in sample_stats.items()}
+        return az.from_dict(groups, dims={k: v for k, v in dims.items() if k in groups["posterior"]}, coords=coords)
     return az.from_numpyro(source, dims=dims, coords=coords)
 
 
@@ -307,15 +300,10 @@ def _observable_draws(source, fit, X_test, Y_test) -> dict:
 
 
 # ---- theory against sampling ------------------------------------------------------------------------------
-THEORIES = ("exact", "one_loop", "infinite_width")
-
-
 def theory_fit(fit, method: str, **changes):
     """``fit.refit(method, **changes)``, or None where that theory does not apply: a one-loop Q that is
-    not positive definite, or the exact and one-loop theories for a non-odd activation (relu)."""
-    from . import kernels
-
-    if method != "infinite_width" and not kernels.is_odd(fit.activation):
+    not positive definite, or a method that does not hold for the activation (:func:`renormpp.theory.applies`)."""
+    if not theory.applies(method, fit.activation):
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # reported as None instead
@@ -357,8 +345,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     names = ["eps_g"] + [f"overlap[{a},{b}]" for a, b in pairs]
     estimates = [error_of_mean(s, method=method, cut=cut) for s in series]
 
-    pred = np.empty((len(names), len(THEORIES)))
-    for j, name in enumerate(THEORIES):
+    pred = np.empty((len(names), len(theory.METHODS)))
+    for j, name in enumerate(theory.METHODS):
         th = theory_fit(fit, name)
         if th is None:
             pred[:, j] = np.nan
@@ -376,7 +364,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              reliable=("quantity", [e.reliable for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
              delta=(("quantity", "theory"), delta)),
-        coords=dict(quantity=names, theory=list(THEORIES),
+        coords=dict(quantity=names, theory=list(theory.METHODS),
                     a=("quantity", [-1] + [a for a, _ in pairs]), b=("quantity", [-1] + [b for _, b in pairs])),
         attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
                    error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n)),
@@ -391,7 +379,7 @@ def summary(ds) -> str:
     lines = [f"N1={ds.attrs['N1']:g}, P={ds.attrs['P']}, D={ds.attrs['D']}, T={ds.attrs['T']:g}: "
              f"{ds.attrs['draws']} draws after a cut of {ds.attrs['cut']} per chain, errors by {ds.attrs['error_method']}",
              f"eps_g  MC {float(e.mc_mean):.5g} +- {float(e.mc_error):.2g}"]
-    for th in THEORIES:
+    for th in theory.METHODS:
         p = float(e.prediction.sel(theory=th))
         lines.append(f"   {th:15s} {p:.5g}  z = {float(e.z.sel(theory=th)):+.1f}  Delta = {float(e.delta.sel(theory=th)):.2%}"
                      if np.isfinite(p) else f"   {th:15s} (does not apply: non-odd activation, or a one-loop Q that is not positive definite)")

@@ -2,13 +2,15 @@ r"""Observables of one network draw, for recording during sampling or evaluating
 
 Each constructor returns a function ``fn(params) -> value`` of one draw (a dict with ``w``, ``v``, ...):
 
-* :func:`generalization_loss`: :math:`\epsilon_g = \frac{1}{P_0}\sum_i \|y_0^i - f(x_0^i)\|^2` on a test set
-  (the empirical loss of the paper, below Eq. (3));
-* :func:`readout_overlap`: :math:`v v^\top / N_1`, (D, D) (paper Eq. (4) predicts its mean, Q*/lambda1);
-* :func:`combine`: several of them as one function returning a dict.
+* :func:`eps_g`: the generalization error of the draw on a test set,
+  :math:`\epsilon_g = \frac{1}{P_0}\sum_i \|y_0^i - f(x_0^i)\|^2` (the paper's generalization loss, below Eq. (3));
+* :func:`overlap`: the readout overlaps :math:`v v^\top / N_1`, (D, D) (paper Eq. (4) predicts their mean,
+  :math:`Q^*/\lambda_1`);
+* :func:`combine`: several of them as one function returning a dict; :func:`default` is the paper's pair.
 
-Use them as ``rp.infer.Langevin(..., observables=fn)`` so that a long run keeps only these, or on
-samples from any sampler with :func:`evaluate`. ``arviz.from_numpyro(mcmc, dims=DIMS)`` names their axes.
+Use them as ``rp.infer.Langevin(..., observables=fn)`` so that a long run keeps only these, or on samples from
+any sampler with :func:`evaluate`. :func:`renormpp.readout.rao_blackwell` gives their expectations given the
+hidden weights, under the same names. ``arviz.from_numpyro(mcmc, dims=DIMS)`` names their axes.
 """
 from __future__ import annotations
 
@@ -18,40 +20,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .models import Activation, forward
-
+from .network import ActivationLike, forward
 
 #: Named dimensions of the recorded observables, for ``arviz.from_numpyro(mcmc, dims=DIMS)``.
 DIMS = {"overlap": ["output", "output_"], "eps_g": []}
 
 
-def generalization_loss(X_test, Y_test, activation: Activation = "erf") -> Callable:
-    """Mean over the test set of ||y0 - f(x0)||^2 for one draw."""
+def eps_g(X_test, Y_test, activation: ActivationLike = "erf") -> Callable:
+    """The generalization error of one draw: the mean over the test set of ||y0 - f(x0)||^2."""
     X_test = jnp.asarray(X_test)
     Y_test = jnp.asarray(Y_test)
     if X_test.ndim != 2 or Y_test.ndim != 2 or X_test.shape[0] != Y_test.shape[0]:
         raise ValueError(f"X_test (P0, N0) and Y_test (P0, D) must have the same rows; got {X_test.shape}, {Y_test.shape}")
 
-    def eps_g(params):
+    def fn(params):
         return jnp.mean(jnp.sum((Y_test - forward(params, X_test, activation)) ** 2, axis=-1))
 
-    return eps_g
+    return fn
 
 
-def readout_overlap() -> Callable:
-    """v v^T / N1 of one draw, shape (D, D)."""
+def overlap() -> Callable:
+    """The readout overlaps v v^T / N1 of one draw, shape (D, D)."""
 
-    def overlap(params):
+    def fn(params):
         v = params["v"]
         return v @ v.T / v.shape[-1]
 
-    return overlap
+    return fn
 
 
 def combine(**fns: Callable) -> Callable:
     """One function returning ``{name: fn(params)}``; e.g. ``combine(eps_g=..., overlap=...)``."""
     if not fns:
-        raise ValueError("give at least one observable, e.g. combine(overlap=readout_overlap())")
+        raise ValueError("give at least one observable, e.g. combine(overlap=overlap())")
 
     def all_of(params):
         return {name: fn(params) for name, fn in fns.items()}
@@ -59,9 +60,9 @@ def combine(**fns: Callable) -> Callable:
     return all_of
 
 
-def default(X_test, Y_test, activation: Activation = "erf") -> Callable:
-    """The paper's pair: ``{"eps_g": generalization loss, "overlap": v v^T / N1}``."""
-    return combine(eps_g=generalization_loss(X_test, Y_test, activation), overlap=readout_overlap())
+def default(X_test, Y_test, activation: ActivationLike = "erf") -> Callable:
+    """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``."""
+    return combine(eps_g=eps_g(X_test, Y_test, activation), overlap=overlap())
 
 
 def evaluate(fn: Callable, samples: dict, batch_dims: int = 1, chunk: int = 256):

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import diagnostics
+from . import diagnostics, theory
 
+#: How each theory method (:data:`renormpp.theory.METHODS`) is drawn: the paper's exact solid, one-loop dashed,
+#: infinite width dash-dotted.
 STYLE = {"exact": dict(ls="-", label="theory, exact $Q^*$"), "one_loop": dict(ls="--", label="theory, one-loop $Q$"),
          "infinite_width": dict(ls="-.", label="infinite width ($Q=1$)")}
+
+
+def _style(method: str) -> dict:
+    return STYLE.get(method, dict(ls=":", label=f"theory, {method}"))
 
 
 def _plt():
@@ -39,13 +45,13 @@ def _matrix(ds, values) -> np.ndarray:
 def overlap_heatmaps(ds, class_names=None, diagonal_scale: float = 20.0):
     """Theory (exact Q*/lambda1) beside the sampled <v v^T>/N1 from a :func:`~renormpp.diagnostics.compare` Dataset."""
     plt = _plt()
-    theory = _matrix(ds, ds.prediction.sel(theory="exact").values)
+    predicted = _matrix(ds, ds.prediction.sel(theory="exact").values)
     sampled = _matrix(ds, ds.mc_mean.values)
-    shown = [m.copy() for m in (theory, sampled)]
+    shown = [m.copy() for m in (predicted, sampled)]
     for m in shown:
         np.fill_diagonal(m, np.diag(m) / diagonal_scale)
     lim = np.nanmax(np.abs(shown))
-    D = theory.shape[0]
+    D = predicted.shape[0]
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
     fig, axes = plt.subplots(1, 2, figsize=(4.2 * 2 + 1, 4.2), constrained_layout=True)
     for ax, m, title in zip(axes, shown, ("theory $Q^*/\\lambda_1$", "sampled $\\langle v v^\\top\\rangle/N_1$")):
@@ -62,9 +68,9 @@ def overlap_heatmaps(ds, class_names=None, diagonal_scale: float = 20.0):
 
 def _theory_lines(fit, N1_grid, X_test=None, Y_test=None):
     """exact / one-loop / infinite-width curves over N1 from one kernel eigendecomposition."""
-    out = {m: {"eps_g": [], "Q": []} for m in STYLE}
+    out = {m: {"eps_g": [], "Q": []} for m in theory.METHODS}
     for N1 in N1_grid:
-        for m in STYLE:
+        for m in theory.METHODS:
             th = diagnostics.theory_fit(fit, m, N1=N1)
             ok = th is not None
             out[m]["eps_g"].append(th.generalization_error(X_test, Y_test) if ok and X_test is not None else np.nan)
@@ -92,12 +98,12 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     ax = ax if ax is not None else fig.axes[0]
     if fit is not None and X_test is not None:
         lines = _theory_lines(fit, grid, X_test, Y_test)
-        for m, st in STYLE.items():
-            ax.plot(grid, lines[m]["eps_g"], color="k" if m == "infinite_width" else "C0", **st)
+        for m in theory.METHODS:
+            ax.plot(grid, lines[m]["eps_g"], color="k" if m == "infinite_width" else "C0", **_style(m))
     else:
-        for m, st in STYLE.items():
+        for m in theory.METHODS:
             ax.plot(N1s, [float(r.prediction.sel(quantity="eps_g", theory=m)) for r in results],
-                    color="k" if m == "infinite_width" else "C0", **st)
+                    color="k" if m == "infinite_width" else "C0", **_style(m))
     mc = [r.sel(quantity="eps_g") for r in results]
     ax.errorbar(N1s, [float(r.mc_mean) for r in mc], yerr=[float(r.mc_error) for r in mc], fmt="o", color="C3",
                 capsize=3, label="finite networks (MC, $\\pm 1\\sigma$)")

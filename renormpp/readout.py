@@ -1,28 +1,29 @@
 r"""The readout weights given the first layer, in closed form: Rao-Blackwellized observables, an exact Gibbs
 step for v, and the marginal likelihood of w (the readout integrated out).
 
-Given w the network :math:`f(x) = v\,\phi(x)/\sqrt{N_1}`, :math:`\phi(x) = \sigma(w x/\sqrt{N_0})`, is linear in
+Given the hidden weights the network :math:`f(x) = v\,\phi(x)/\sqrt{N_1}`, :math:`\phi(x) = \sigma(w x/\sqrt{N_0})` (the last hidden layer
+:math:`h^{(L)}(x)` at any depth, :func:`renormpp.network.hidden`), is linear in
 v, whose prior is :math:`\mathcal N(0, 1/\lambda_1)`. So f given w is a Gaussian process with the *empirical*
 kernel of the hidden layer, and each output is a Bayesian linear regression with noise T:
 
 .. math::
 
     K_w(x, x') = \frac{\phi(x)\cdot\phi(x')}{\lambda_1 N_1},\qquad C = K_w(X, X) + T\,\mathbb 1_P,\qquad
-    \alpha = C^{-1} Y \quad (P\times D).
+    \beta = C^{-1} Y \quad (P\times D)\ \text{(the dual coefficients)}.
 
 Then, for every output a, b (the same covariance for each output):
 
-* :math:`E[v_a|w] = \Phi^\top\alpha_a/(\lambda_1\sqrt{N_1})`,
+* :math:`E[v_a|w] = \Phi^\top\beta_a/(\lambda_1\sqrt{N_1})`,
   :math:`{\rm Cov}(v_a|w) = \Sigma = \big(\mathbb 1 - \Phi^\top C^{-1}\Phi/(\lambda_1 N_1)\big)/\lambda_1`;
-* :math:`E[v_a\cdot v_b/N_1\,|\,w] = \alpha_a^\top K_w\alpha_b/(\lambda_1 N_1)
+* :math:`E[v_a\cdot v_b/N_1\,|\,w] = \beta_a^\top K_w\beta_b/(\lambda_1 N_1)
   + \delta_{ab}\big(1 - {\rm tr}(C^{-1}K_w)/N_1\big)/\lambda_1` (the readout overlap of the paper's Eq. (4));
-* :math:`E[f(x_0)|w] = K_w(x_0, X)\alpha`, :math:`{\rm Var}(f_a(x_0)|w) = K_w(x_0,x_0) - K_w(x_0,X)C^{-1}K_w(X,x_0)`,
+* :math:`E[f(x_0)|w] = K_w(x_0, X)\beta`, :math:`{\rm Var}(f_a(x_0)|w) = K_w(x_0,x_0) - K_w(x_0,X)C^{-1}K_w(X,x_0)`,
   so :math:`E[\epsilon_g|w] = \frac1{P_0}\sum_{x_0}\big(\|y_0 - E[f(x_0)|w]\|^2 + D\,{\rm Var}(f(x_0)|w)\big)`;
-* :math:`\log p(Y|w) = -\frac12{\rm tr}(Y^\top\alpha) - \frac D2\log\det C - \frac{PD}2\log 2\pi`.
+* :math:`\log p(Y|w) = -\frac12{\rm tr}(Y^\top\beta) - \frac D2\log\det C - \frac{PD}2\log 2\pi`.
 
 Everything costs one :math:`P\times P` Cholesky factor and :math:`O(P^2 N_1)`. Averaging the conditional
 expectations over draws of w (Rao-Blackwellization) never has a larger variance than averaging the
-observables of draws of (w, v); sampling w from its marginal (``one_hidden_layer(..., readout="marginal")``)
+observables of draws of (w, v); sampling w from its marginal (``one_hidden_layer(..., integrate_v=True)``)
 removes the slow coupling between w and v altogether.
 """
 from __future__ import annotations
@@ -34,27 +35,25 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve
 
-from .models import Activation, hidden
+from .network import ActivationLike, hidden
 
 
 class Conditional(NamedTuple):
-    """The Gaussian of f and v given w on the training set: features ``phi`` (P, N1), ``K`` = K_w(X, X),
-    the Cholesky factor ``L`` of C = K + T 1, and ``alpha`` = C^{-1} Y."""
+    """The Gaussian of f and v given the hidden weights, on the training set: features ``phi`` (P, N1),
+    ``K`` = K_w(X, X), the Cholesky factor ``L`` of C = K + T 1, and the dual coefficients ``dual_coef`` = C^{-1} Y."""
 
     phi: jax.Array
     K: jax.Array
     L: jax.Array
-    alpha: jax.Array
+    dual_coef: jax.Array
     lambda1: float
 
 
-features = hidden  # phi(X) = sigma(X w^T / sqrt(N0) [+ b]), (P, N1)
-
-
-def conditional(w, X, Y, *, T: float, lambda1: float, activation: Activation = "erf", b=None) -> Conditional:
-    """The quantities above for one draw of w (and the hidden biases ``b``, if the model has them)."""
-    phi = features(w, X, activation, b)
-    K = phi @ phi.T / (lambda1 * w.shape[0])
+def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf") -> Conditional:
+    """The quantities above for one draw of the hidden weights ``params`` (``w`` and, if the model has them, the
+    hidden biases ``b``; ``v`` and other sites are ignored)."""
+    phi = hidden(params, X, activation)
+    K = phi @ phi.T / (lambda1 * phi.shape[-1])
     L = jnp.linalg.cholesky(K + T * jnp.eye(K.shape[0], dtype=K.dtype))
     return Conditional(phi, K, L, cho_solve((L, True), Y), lambda1)
 
@@ -62,16 +61,16 @@ def conditional(w, X, Y, *, T: float, lambda1: float, activation: Activation = "
 def log_marginal(cond: Conditional, Y):
     r""":math:`\log p(Y|w)`, the readout integrated out."""
     P, D = Y.shape
-    return (-0.5 * jnp.sum(Y * cond.alpha) - D * jnp.sum(jnp.log(jnp.diag(cond.L)))
+    return (-0.5 * jnp.sum(Y * cond.dual_coef) - D * jnp.sum(jnp.log(jnp.diag(cond.L)))
             - 0.5 * P * D * jnp.log(2 * jnp.pi))
 
 
-def readout_overlap(cond: Conditional):
+def expected_overlap(cond: Conditional):
     r""":math:`E[v v^\top/N_1\,|\,w]`, (D, D)."""
     N1 = cond.phi.shape[-1]
     tr = jnp.trace(cho_solve((cond.L, True), cond.K))
-    D = cond.alpha.shape[-1]
-    return (cond.alpha.T @ cond.K @ cond.alpha / N1 + jnp.eye(D, dtype=cond.K.dtype) * (1.0 - tr / N1)) / cond.lambda1
+    D = cond.dual_coef.shape[-1]
+    return (cond.dual_coef.T @ cond.K @ cond.dual_coef / N1 + jnp.eye(D, dtype=cond.K.dtype) * (1.0 - tr / N1)) / cond.lambda1
 
 
 def predict(cond: Conditional, phi_test):
@@ -79,10 +78,10 @@ def predict(cond: Conditional, phi_test):
     k = phi_test @ cond.phi.T / (cond.lambda1 * cond.phi.shape[-1])
     kk = jnp.sum(phi_test**2, axis=-1) / (cond.lambda1 * cond.phi.shape[-1])
     half = jax.scipy.linalg.solve_triangular(cond.L, k.T, lower=True)
-    return k @ cond.alpha, kk - jnp.sum(half**2, axis=0)
+    return k @ cond.dual_coef, kk - jnp.sum(half**2, axis=0)
 
 
-def generalization_loss(cond: Conditional, phi_test, Y_test):
+def expected_eps_g(cond: Conditional, phi_test, Y_test):
     r""":math:`E[\epsilon_g|w]`: mean over the test set of :math:`\|y_0 - E f\|^2 + D\,{\rm Var} f`."""
     mean, var = predict(cond, phi_test)
     return jnp.mean(jnp.sum((Y_test - mean) ** 2, axis=-1) + Y_test.shape[-1] * var)
@@ -103,8 +102,12 @@ def sample_readout(rng_key, cond: Conditional, Y, *, T: float):
     return v0 + (cond.phi.T @ cho_solve((cond.L, True), r)).T / (cond.lambda1 * jnp.sqrt(N1))
 
 
-def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation: Activation = "erf"):
-    """Observables ``fn(params) -> {"eps_g", "overlap"}`` that average v out exactly given ``params["w"]``.
+def _as_dtype(arrays, like):
+    return tuple(a.astype(like.dtype) for a in arrays)
+
+
+def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+    """Observables ``fn(params) -> {"eps_g", "overlap"}`` that average v out exactly given the hidden weights.
 
     A drop-in for :func:`renormpp.observables.default` (same names and shapes, the same expectations, less
     variance), for any sampler: ``Langevin(..., observables=fn)`` or ``observables.evaluate(fn, samples)``.
@@ -115,29 +118,29 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
         if "c" in params:
             raise ValueError("rao_blackwell covers networks without an output bias c (the paper's); use "
                              "observables.default for a model with bias=True")
-        w, b = params["w"], params.get("b")
-        cond = conditional(w, X.astype(w.dtype), Y.astype(w.dtype), T=T, lambda1=lambda1, activation=activation, b=b)
-        phi_test = features(w, X_test.astype(w.dtype), activation, b)
-        return {"eps_g": generalization_loss(cond, phi_test, Y_test.astype(w.dtype)),
-                "overlap": readout_overlap(cond)}
+        x, y, x0, y0 = _as_dtype((X, Y, X_test, Y_test), jax.tree_util.tree_leaves(params)[0])
+        cond = conditional(params, x, y, T=T, lambda1=lambda1, activation=activation)
+        return {"eps_g": expected_eps_g(cond, hidden(params, x0, activation), y0), "overlap": expected_overlap(cond)}
 
     return fn
 
 
-def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: Activation = "erf"):
-    """The exact Gibbs update of v for :class:`numpyro.infer.HMCGibbs`: HMC/NUTS moves on w, then v ~ p(v | w).
+def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+    """The exact Gibbs update of v: ``update(rng_key, gibbs_sites, hmc_sites) -> {"v": v ~ p(v | hidden weights)}``
+    (NumPyro's signature; ``hmc_sites`` are the other sites, whatever moves them).
 
-    ``HMCGibbs(NUTS(one_hidden_layer), gibbs_fn=gibbs_fn(X, Y, T=T, lambda1=lambda1), gibbs_sites=["v"])``.
+    For :class:`numpyro.infer.HMCGibbs` (HMC/NUTS moves on w, then an exact draw of v),
+    ``HMCGibbs(NUTS(one_hidden_layer), gibbs_fn=gibbs_fn(X, Y, T=T, lambda1=lambda1), gibbs_sites=["v"])``, and for
+    the ``gibbs_fn`` of :class:`renormpp.infer.Langevin` and :class:`renormpp.infer.KineticLangevin`.
     """
     X, Y = jnp.asarray(X), jnp.asarray(Y)
 
     def update(rng_key, gibbs_sites, hmc_sites):
         if "c" in hmc_sites:
             raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
-                             "this conditional; sample v with w (readout='sampled') for a model with bias=True")
-        w = hmc_sites["w"]
-        cond = conditional(w, X.astype(w.dtype), Y.astype(w.dtype), T=T, lambda1=lambda1, activation=activation,
-                           b=hmc_sites.get("b"))
-        return {"v": sample_readout(rng_key, cond, Y.astype(w.dtype), T=T)}
+                             "this conditional; sample v with w for a model with bias=True")
+        x, y = _as_dtype((X, Y), gibbs_sites["v"])
+        cond = conditional(hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation)
+        return {"v": sample_readout(rng_key, cond, y, T=T)}
 
     return update

@@ -39,7 +39,7 @@ import scipy.optimize
 
 from . import kernels
 from ._checks import positive as _positive
-from .kernels import Activation
+from .network import ActivationLike, get_activation
 
 METHODS = ("exact", "one_loop", "infinite_width")
 
@@ -318,7 +318,7 @@ class TheoryFit:
     T: float
     lambda0: float
     lambda1: float
-    activation: Activation
+    activation: ActivationLike
     X: np.ndarray = field(repr=False)
     spectrum: Spectrum = field(repr=False)
 
@@ -418,7 +418,7 @@ class TheoryFit:
 # solve
 # ----------------------------------------------------------------------------------------------
 def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
-          activation: Activation = "erf", method: str = "exact", *, gtol: float = 1e-8,
+          activation: ActivationLike = "erf", method: str = "exact", *, gtol: float = 1e-8,
           maxiter: int = 5000) -> TheoryFit:
     r"""Solve the proportional-limit theory for a one-hidden-layer network on data (X, Y).
 
@@ -443,8 +443,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     TheoryFit
     """
     method = _check_method(method)
-    activation = kernels.check_activation(activation)
-    _check_odd(activation, method)
+    _check_applies(method, activation)
     X = _finite_2d(X, "X", "P")
     Y = _finite_2d(Y, "Y", "P")
     if Y.shape[0] != X.shape[0]:
@@ -458,18 +457,23 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     return _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=gtol, maxiter=maxiter)
 
 
-def _check_odd(activation, method: str) -> None:
-    if method != "infinite_width" and not kernels.is_odd(activation):
+def applies(method: str, activation: ActivationLike) -> bool:
+    """Whether theory ``method`` holds for ``activation``: the effective action (Eq. (1)) is derived for odd
+    activations, so ``exact`` and ``one_loop`` need one; ``infinite_width`` (the NNGP posterior) holds for any."""
+    return _check_method(method) == "infinite_width" or get_activation(activation).odd
+
+
+def _check_applies(method: str, activation: ActivationLike) -> None:
+    if not applies(method, activation):
         raise ValueError(
             f"method={method!r} needs an odd activation (sigma(-h) = -sigma(h)): the effective action of "
-            f"the paper holds for odd activations only, and {activation!r} is not odd. Use an odd activation "
-            "('erf', 'tanh', 'linear') or method='infinite_width', which holds for any activation."
+            f"the paper holds for odd activations only, and {get_activation(activation).name!r} is not odd. Use an "
+            "odd activation ('erf', 'tanh', 'linear') or method='infinite_width', which holds for any activation."
         )
 
 
 def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1e-8, maxiter=5000):
-    method = _check_method(method)
-    _check_odd(activation, method)
+    _check_applies(method, activation)
     D = spec.Yt.shape[1]
     eye = np.eye(D)
     n_iter = 0

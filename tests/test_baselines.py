@@ -66,7 +66,7 @@ def test_l2_is_the_gradient_of_a_quadratic_penalty():
     Xt, Yt = (jnp.asarray(a, jnp.float32) for a in (training.data[0], training.data[1]))
 
     def objective(p):
-        return rp.baselines.scores(Yt, rp.models.forward(p, Xt, "relu"))[0] + 0.5 * l2 * sum(
+        return rp.baselines.scores(Yt, rp.network.forward(p, Xt, "relu"))[0] + 0.5 * l2 * sum(
             jnp.sum(a**2) for a in p.values())
 
     opt = optax.adam(lr)

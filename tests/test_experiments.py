@@ -1,8 +1,8 @@
 """The experiment runner: outputs, resumption after SIGTERM, executors, config errors, the CLI."""
 import copy
+import io
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -77,7 +77,7 @@ def test_every_output_exists_and_parses(sweep):
             assert mpimg.imread(folder / png).ndim == 3
         result = json.loads((folder / "result.json").read_text())
         assert result["draws"] == 120 and result["chains"] == 2
-        assert not (folder / "checkpoint.pkl").with_suffix(".pkl.tmp").exists()
+        assert not (folder / "checkpoint.npz.tmp").exists() and not (folder / "checkpoint.npz").exists()
     summary = pd.read_csv(sweep / "summary.csv")
     assert list(summary.N1) == [8, 32]
     assert len(pd.read_csv(sweep / "pooled.csv")) == 2 * 3 * 4
@@ -96,18 +96,18 @@ def test_recorded_observables_are_those_of_the_network(sweep):
 
 @pytest.mark.parametrize("kind", ["kinetic", "mala"])
 def test_exact_gibbs_steps_on_the_readout_from_a_config(tmp_path, kind):
-    """readout = 'gibbs' runs from a config for the Langevin kinds (the combined kernel's exactness is tested in
+    """v_sampling = 'gibbs' runs from a config for the Langevin kinds (the combined kernel's exactness is tested in
     tests/test_infer.py)."""
-    res = ex.run(tiny(tmp_path, model__N1=[16], sampler__kind=kind, sampler__readout="gibbs"))
+    res = ex.run(tiny(tmp_path, model__N1=[16], sampler__kind=kind, sampler__v_sampling="gibbs"))
     folder = tmp_path / "points" / "N1=16_seed=0"
-    assert tomllib.loads((folder / "config.toml").read_text())["sampler"]["readout"] == "gibbs"
+    assert tomllib.loads((folder / "config.toml").read_text())["sampler"]["v_sampling"] == "gibbs"
     post = posterior(folder)
     assert post["eps_g"].shape == (2, 120) and np.all(np.isfinite(post["eps_g"])) and np.all(post["eps_g"] > 0)
     assert np.all(np.linalg.eigvalsh(post["overlap"].astype(np.float64)) > -1e-6)
     assert res is not None
-    nuts = tiny(tmp_path / "nuts", sampler__readout="gibbs")
-    nuts["sampler"] = {"kind": "nuts", "readout": "gibbs"}
-    with pytest.raises(ex.ConfigError, match="sampler.readout = 'gibbs' works with kind = 'ula'"):
+    nuts = tiny(tmp_path / "nuts")
+    nuts["sampler"] = {"kind": "nuts", "v_sampling": "gibbs"}
+    with pytest.raises(ex.ConfigError, match="sampler.v_sampling = 'gibbs' works with kind = 'ula'"):
         ex.run(nuts)
 
 
@@ -136,9 +136,9 @@ def test_extending_a_sweep_computes_only_the_new_points(sweep, tmp_path):
 
 def _checkpointed_draws(path):
     try:
-        with open(path, "rb") as f:
-            return pickle.load(f)["n"]
-    except (FileNotFoundError, EOFError, pickle.UnpicklingError):
+        with np.load(path) as f:
+            return int(f["n"])
+    except (FileNotFoundError, EOFError, OSError, ValueError, KeyError):
         return 0
 
 
@@ -152,14 +152,14 @@ def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "renormpp.cli", "run", str(path), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
-    while _checkpointed_draws(folder / "checkpoint.pkl") < 40 and time.monotonic() < deadline:
+    while _checkpointed_draws(folder / "checkpoint.npz") < 40 and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "renormpp run" in err and "resume" in err.lower()
-    saved = _checkpointed_draws(folder / "checkpoint.pkl")
+    saved = _checkpointed_draws(folder / "checkpoint.npz")
     assert 40 <= saved < total and not (folder / "result.json").exists()
 
     resumed = subprocess.run([sys.executable, "-m", "renormpp.cli", "run", str(tmp_path / "killed"), "--no-progress"],
@@ -223,10 +223,10 @@ def test_missing_keys_and_tables(tmp_path):
         ex.resolve({"model": {"N1": 10}, "sampler": {"kind": "mala", "num_warmup": 0}, "run": {"out": "x"}})
     with pytest.raises(ex.ConfigError, match="adapt_step_size = true needs warmup draws"):
         ex.resolve({"model": {"N1": 10}, "sampler": {"adapt_step_size": True, "num_warmup": 0}, "run": {"out": "x"}})
-    default = ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}})["sampler"]  # the recommended sampler
-    assert default["kind"] == "kinetic" and default["num_warmup"] == 200 and default["adapt_step_size"]
+    default = ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}}).sampler  # the recommended sampler
+    assert default.kind == "kinetic" and default.num_warmup == 200 and default.adapt_step_size
     ula = ex.resolve({"model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
-    assert ula["sampler"]["step_size"] == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
+    assert ula.sampler.step_size == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
 
 
 def test_cli_run_report_and_errors(tmp_path, capsys):
@@ -251,7 +251,66 @@ def test_cli_run_report_and_errors(tmp_path, capsys):
 
 def test_demo_config_is_a_valid_sweep(capsys):
     cfg = ex.resolve(demo.CONFIG)
-    assert len(ex.points(cfg)) >= 4 and cfg["sampler"]["kind"] in ("kinetic", "mala", "nuts", "ula")
+    assert len(cfg.points()) >= 4 and cfg.sampler.kind in ("kinetic", "mala", "nuts", "ula")
     assert main(["demo", "--print-config"]) == 0
     printed = tomllib.loads(capsys.readouterr().out)
     assert ex.resolve(printed) == cfg
+
+
+# ---- checkpoints: arrays in a versioned npz, no pickle ----------------------------------------------------------------
+def _point(tmp_path, kind="kinetic"):
+    sampler = {"kind": kind, "num_warmup": 10, "num_samples": 40, "num_chains": 2}
+    if kind == "nuts":
+        sampler["num_warmup"] = 5
+    return ex.resolve(tiny(tmp_path, model__N1=[8]) | {"sampler": sampler}).points()[0]
+
+
+@pytest.mark.parametrize("kind", ["kinetic", "nuts"])
+def test_a_checkpoint_read_back_continues_with_identical_draws(tmp_path, kind):
+    from renormpp.experiments import stages, store
+
+    p = _point(tmp_path, kind)
+    data = stages.load_data(p.data)
+    chains, state = stages.start_chains(p, data)
+    state, _, _ = chains.run(state, 15)
+    ck = store.PointStore(tmp_path).checkpoint(template=state)
+    ck.state, ck.warm, ck.n, ck.seconds = state, 10, 5, 1.5
+    ck.add({"eps_g": np.ones((2, 5))}, {"diverging": np.zeros((2, 5), bool)})
+    ck.save()
+    straight = chains.run(state, 20)[1]
+    fresh_chains, template = stages.start_chains(p, data)
+    back = store.PointStore(tmp_path).checkpoint(template=template)
+    assert (back.warm, back.n, back.seconds) == (10, 5, 1.5)
+    np.testing.assert_array_equal(back.joined()[0]["eps_g"], np.ones((2, 5)))
+    resumed = fresh_chains.run(back.state, 20)[1]
+    for name in ("eps_g", "overlap"):
+        np.testing.assert_array_equal(resumed[name], straight[name])
+
+
+def test_a_bad_checkpoint_is_refused_with_the_file_and_the_remedy(tmp_path):
+    from renormpp.experiments import stages, store
+
+    p = _point(tmp_path)
+    data = stages.load_data(p.data)
+    _, state = stages.start_chains(p, data)
+    ck = store.PointStore(tmp_path).checkpoint(template=state)
+    ck.save()
+    path = tmp_path / "checkpoint.npz"
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])  # truncated, as by a full disk or a killed copy
+    with pytest.raises(store.CheckpointError, match=r"checkpoint .*checkpoint.npz cannot be read.*truncated or "
+                                                    r"corrupt. Delete it to restart"):
+        store.PointStore(tmp_path).checkpoint(template=state)
+    with np.load(io.BytesIO(good)) as f:
+        arrays = {k: f[k] for k in f.files}
+    np.savez(path, **(arrays | {"format_version": 99}))
+    with pytest.raises(store.CheckpointError, match=r"checkpoint.npz has format version 99; this renormpp reads "
+                                                    r"version 1"):
+        store.PointStore(tmp_path).checkpoint(template=state)
+    np.savez(path, **{k: v for k, v in arrays.items() if k != "state/3"})
+    with pytest.raises(store.CheckpointError, match="holds the state of another sampler"):
+        store.PointStore(tmp_path).checkpoint(template=state)
+    path.unlink()
+    (tmp_path / "checkpoint.pkl").write_bytes(b"\x80\x05old pickle")
+    with pytest.raises(store.CheckpointError, match=r"checkpoint.pkl is a checkpoint of an earlier renormpp \(a pickle"):
+        store.PointStore(tmp_path).checkpoint(template=state)

@@ -12,7 +12,7 @@ from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive
 from numpyro.infer.util import potential_energy
 
 import renormpp as rp
-from renormpp import infer, models, observables, readout
+from renormpp import infer, models, network, observables, readout
 
 SIGMA = jnp.array([0.5, 1.0, 2.0])
 
@@ -246,7 +246,7 @@ def test_predictive_gives_network_outputs_with_and_without_bias():
             jax.random.PRNGKey(1), data.X_test, None, D=2, **kw)
         assert pred["f"].shape == (3, 60, 2) and pred["y"].shape == (3, 60, 2)
         one = {k: v[1] for k, v in params.items()}
-        np.testing.assert_allclose(pred["f"][1], models.forward(one, data.X_test, "tanh"), rtol=1e-5)
+        np.testing.assert_allclose(pred["f"][1], network.forward(one, data.X_test, "tanh"), rtol=1e-5)
         assert ("b" in prior) == bias
 
 
@@ -344,7 +344,7 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
     kw = dict(N1=20, T=0.1)
     obs = observables.default(data.X_test, data.Y_test)
     rb = readout.rao_blackwell(data.X, data.Y, data.X_test, data.Y_test, T=kw["T"], lambda1=1.0)
-    marginal = functools.partial(models.one_hidden_layer, readout="marginal")
+    marginal = functools.partial(models.one_hidden_layer, integrate_v=True)
     results = {}
     for name, kernel, n_warm, n_draws in [
         ("ULA", infer.Langevin(models.one_hidden_layer, step_size=5e-4, inner_steps=100, observables=obs), 300, 3000),
@@ -412,3 +412,54 @@ def test_init_params_are_respected_with_a_model():
     mcmc.run(jax.random.PRNGKey(0), data.X, data.Y, N1=4, T=0.1, init_params=init)
     np.testing.assert_allclose(mcmc.get_samples()["w"][0], 0.3, atol=1e-3)
     np.testing.assert_allclose(mcmc.get_samples()["v"][0], -0.2, atol=1e-3)
+
+
+# ---- the adapters rebuild the potential from the arguments of every run -----------------------------------------
+@pytest.mark.parametrize("cls", ["Langevin", "KineticLangevin"])
+def test_a_continued_run_samples_the_new_data(cls):
+    """post_warmup_state, then run on data B whose labels are those of A with the opposite sign: the continued chain
+    must fit B (its training loss on B far below its loss on A). A kernel that kept the potential of its first run
+    keeps fitting A."""
+    a = rp.datasets.synthetic(P=40, P_test=10, N0=5, D=2, teacher="linear", seed=0)
+    Xb, Yb = a.X, -a.Y
+    kw = dict(N1=20, T=0.01, activation="linear")
+    common = dict(step_size=1e-3, inner_steps=20)
+    kernel = (infer.Langevin(models.one_hidden_layer, adjust=True, adapt_step_size=True, **common) if cls == "Langevin"
+              else infer.KineticLangevin(models.one_hidden_layer, **common))
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), a.X, a.Y, **kw)
+
+    def losses(samples):
+        f = jax.vmap(lambda w, v: network.forward({"w": w, "v": v}, a.X, "linear"))(samples["w"], samples["v"])
+        return float(np.mean(np.sum((np.asarray(f) - a.Y) ** 2, -1))), float(np.mean(np.sum((np.asarray(f) - Yb) ** 2, -1)))
+
+    on_a = losses(mcmc.get_samples())
+    assert on_a[0] < 0.1 * on_a[1], on_a  # the first run fits A
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.num_samples = 200
+    mcmc.run(mcmc.last_state.rng_key, Xb, Yb, **kw)
+    loss_a, loss_b = losses({k: v[-50:] for k, v in mcmc.get_samples().items()})
+    assert loss_b < 0.1 * loss_a, (loss_a, loss_b)
+
+
+def test_from_numpyro_names_dims_when_arviz_is_imported_first():
+    """``import arviz`` before ``import renormpp`` (arviz loads numpyro lazily, which leaves numpyro.infer without its
+    ``initialization`` attribute): ``az.from_numpyro`` itself works on a Langevin run, with named dims. In a
+    subprocess, so that the import order is real."""
+    import subprocess
+    import sys
+
+    code = """
+import arviz as az
+from numpyro.infer import MCMC
+import jax
+import renormpp as rp
+d = rp.datasets.synthetic(P=10, P_test=5, N0=3, D=2)
+m = MCMC(rp.infer.Langevin(rp.models.one_hidden_layer, step_size=1e-4), num_warmup=0, num_samples=5,
+         progress_bar=False)
+m.run(jax.random.PRNGKey(0), d.X, d.Y, N1=4)
+print(az.from_numpyro(m)["posterior"]["w"].dims)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "('chain', 'draw', 'hidden', 'input')" in out.stdout, out.stdout

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from renormpp import kernels
+from renormpp import kernels, network
 
 SIGMA = {"erf": erf, "relu": lambda h: np.maximum(h, 0.0), "linear": lambda h: h, "tanh": np.tanh}
 
@@ -72,7 +72,7 @@ def test_closed_forms_on_the_diagonal_and_antidiagonal():
 def test_shapes_symmetry_and_diag():
     rng = np.random.default_rng(4)
     X1, X2 = rng.standard_normal((5, 3)), rng.standard_normal((2, 3))
-    for act in kernels.ACTIVATIONS:
+    for act in network.ACTIVATIONS:
         K = kernels.nngp(X1, activation=act)
         assert K.shape == (5, 5) and K.dtype == np.float64
         np.testing.assert_array_equal(K, K.T)
@@ -90,8 +90,11 @@ def test_jax_activation_is_evaluated_in_float64():
 
 
 def test_oddness():
-    assert kernels.is_odd("erf") and kernels.is_odd("tanh") and kernels.is_odd(np.sin)
-    assert not kernels.is_odd("relu") and not kernels.is_odd(np.cos) and not kernels.is_odd(lambda h: h + 0.1)
+    def odd(a):
+        return network.get_activation(a).odd
+
+    assert odd("erf") and odd("tanh") and odd(np.sin)
+    assert not odd("relu") and not odd(np.cos) and not odd(lambda h: h + 0.1)
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ from scipy.stats import multivariate_normal
 
 from renormpp import readout
 
-from renormpp.kernels import _x64_context
+from renormpp.network import x64_context
 
 
 @pytest.fixture(autouse=True)
 def x64():
-    with _x64_context():  # the references are float64; only inside these tests
+    with x64_context():  # the references are float64; only inside these tests
         yield
 
 P, P0, N0, N1, D, T, LAM1 = 12, 7, 5, 9, 3, 0.07, 1.6
@@ -33,17 +33,17 @@ def problem():
 
 
 def cond_of(p):
-    return readout.conditional(p["w"], p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
+    return readout.conditional({"w": p["w"]}, p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
 
 
 def test_overlap_and_generalization_loss_match_the_weight_space_form(problem):
     p = problem
     ref_overlap = (p["mu"].T @ p["mu"] + np.eye(D) * np.trace(p["Sigma"])) / N1
-    np.testing.assert_allclose(readout.readout_overlap(cond_of(p)), ref_overlap, rtol=1e-10)
+    np.testing.assert_allclose(readout.expected_overlap(cond_of(p)), ref_overlap, rtol=1e-10)
     mean0 = p["phi0"] @ p["mu"] / np.sqrt(N1)
     var0 = np.einsum("ij,jk,ik->i", p["phi0"], p["Sigma"], p["phi0"]) / N1
     ref_eps = np.mean(np.sum((p["Y0"] - mean0) ** 2, axis=1) + D * var0)
-    got = readout.generalization_loss(cond_of(p), p["phi0"], p["Y0"])
+    got = readout.expected_eps_g(cond_of(p), p["phi0"], p["Y0"])
     np.testing.assert_allclose(got, ref_eps, rtol=1e-10)
     fn = readout.rao_blackwell(p["X"], p["Y"], p["X0"], p["Y0"], T=T, lambda1=LAM1)
     out = fn({"w": p["w"], "v": np.zeros((D, N1))})

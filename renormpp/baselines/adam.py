@@ -1,7 +1,7 @@
 r"""One-hidden-layer networks trained with Adam: the practitioners' baseline of the paper's Figs. 3 and 4.
 
 The network is the Bayesian model's, :math:`f(x) = v\,\sigma(w x/\sqrt{N_0})/\sqrt{N_1}` without biases
-(:func:`renormpp.models.forward`), initialized from its prior at :math:`\lambda_0 = \lambda_1 = 1` (standard
+(:func:`renormpp.network.forward`), initialized from its prior at :math:`\lambda_0 = \lambda_1 = 1` (standard
 normal w and v). It is trained with Adam (optax) on minibatches of the MSE with an :math:`L_2` penalty,
 
 .. math::
@@ -26,7 +26,7 @@ import optax
 
 from .._checks import positive
 from ..datasets._common import check_positive_ints
-from ..models import activation_fn, forward
+from ..network import forward, get_activation
 from ._common import Split, check_data, scores, split
 
 
@@ -70,7 +70,7 @@ class Training:
         positive("learning_rate", learning_rate)
         if not (isinstance(l2, (int, float, np.number)) and np.isfinite(l2) and l2 >= 0):
             raise ValueError(f"l2 must be a non-negative finite number; got {l2!r}")
-        activation_fn(activation)  # unknown names raise here
+        get_activation(activation)  # unknown names raise here
         self.data = tuple(jnp.asarray(a, jnp.float32) for a in (data.X, data.Y, data.X_val, data.Y_val))
         self.config = dict(N1=int(N1), activation=activation, learning_rate=float(learning_rate), l2=float(l2),
                            batch_size=min(int(batch_size), data.X.shape[0]), seed=seed)

@@ -1,14 +1,20 @@
 """Experiments end to end: a config names the data, the model, the sampler and the sweep over N1 and seeds;
 :func:`run` computes the theory, samples finite networks (resumably), compares them and writes a report.
 
-* :func:`run` / ``renormpp run CONFIG.toml``: run or resume a sweep (see :mod:`.config` for the format);
-* :func:`report` / ``renormpp report OUTDIR``: rewrite the report from the finished points;
-* :mod:`.executors`: in-process (default), a local process pool, or Ray (``renormpp[ray]``).
+Layers: :mod:`.config` (typed configs), :mod:`.stages` (data, theory, sampling, outputs of one point),
+:mod:`.store` (what is on disk: atomic writes, the finished marker, config checks, checkpoints), :mod:`.signals`
+(SIGTERM), :mod:`.point` (one point), :mod:`.executors` (where points run), :mod:`.runner` (a sweep) and
+:mod:`.report`.
+
+* :func:`run` / ``renormpp run CONFIG.toml``: run or resume a sweep;
+* :func:`report` / ``renormpp report OUTDIR``: rewrite the report from the finished points.
 """
-from .config import ConfigError, dumps, load, points, resolve
-from .point import Interrupted, run_point
+from .config import Config, ConfigError, PointConfig, dumps, load, resolve
+from .point import run_point
 from .report import report
 from .runner import SweepError, run
+from .signals import Interrupted
+from .store import CheckpointError
 
-__all__ = ["ConfigError", "Interrupted", "SweepError", "dumps", "load", "points", "report", "resolve", "run",
-           "run_point"]
+__all__ = ["CheckpointError", "Config", "ConfigError", "Interrupted", "PointConfig", "SweepError", "dumps", "load",
+           "report", "resolve", "run", "run_point"]

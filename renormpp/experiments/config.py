@@ -1,4 +1,5 @@
-"""Experiment configs: a TOML file (or a dict) with four tables, checked and completed with defaults.
+"""Experiment configs: a TOML file (or a dict) with four tables, checked and completed with defaults by typed
+pydantic models.
 
 .. code-block:: toml
 
@@ -6,7 +7,7 @@
     name = "synthetic"      # synthetic | mnist | projected_mnist | cifar10 | low_dimensional
     P = 500
     P_test = 500
-    N0 = 100                # any further key is passed to the loader (checked against its signature)
+    N0 = 100                # any further key is an option of the loader (checked against its signature)
     D = 3
 
     [model]                 # the Bayesian network and its theory
@@ -17,9 +18,9 @@
     activation = "erf"
 
     [sampler]
-    kind = "mala"           # ula | mala | nuts
+    kind = "mala"           # kinetic | ula | mala | nuts; each kind has its own keys
     step_size = 3e-4        # ula/mala: h of theta' = theta - h grad U + sqrt(2h) eta (or epsilon = h / T, the paper's)
-    inner_steps = 10        # ula/mala: updates per recorded draw
+    inner_steps = 10        # ula/mala/kinetic: updates per recorded draw
     num_warmup = 200
     num_samples = 2000
     num_chains = 2
@@ -29,153 +30,314 @@
     seeds = [0, 1]          # sampler seeds; the sweep is N1 x seeds
     executor = "inprocess"  # inprocess | process | ray
 
-:func:`resolve` returns the completed config; :func:`points` expands it into one config per (N1, seed).
-A bad key or value raises :class:`ConfigError`, which names the key and what is allowed.
+:func:`resolve` returns the completed :class:`Config`; :meth:`Config.points` expands it into one
+:class:`PointConfig` per (N1, seed). A bad key or value raises :class:`ConfigError`, which names the key, the bad
+value and what is allowed.
 """
 from __future__ import annotations
 
-import copy
 import inspect
 import math
 import tomllib
-from dataclasses import dataclass
+import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Literal, Optional, Union
 
-from .. import datasets, diagnostics, kernels
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model,
+                      model_validator)
+
+from .. import datasets, diagnostics, network
 
 LOADERS = {"synthetic": datasets.synthetic, "mnist": datasets.mnist, "projected_mnist": datasets.projected_mnist,
            "cifar10": datasets.cifar10, "low_dimensional": datasets.low_dimensional}
 SAMPLERS = ("ula", "mala", "kinetic", "nuts")
 EXECUTORS = ("inprocess", "process", "ray")
-REQUIRED = object()
+V_SAMPLING = ("joint", "gibbs", "integrated")
+#: keys that may change when a run resumes (they do not change what a point computes)
+RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
+                                      "chunk_seconds"))
+#: keys of earlier versions, and what they became
+RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
 
 
 class ConfigError(ValueError):
     """A config key is unknown, missing, or has a value that is not allowed."""
 
 
-# ---- value checks: each returns the normalized value or raises ConfigError naming the key ------------------------
-def _fail(key, value, allowed):
-    raise ConfigError(f"{key} = {value!r} is not allowed: {allowed}")
+# ---- field types: each says in words what it allows, for the error messages ------------------------------------
+def _expect(text: str) -> dict:
+    return {"json_schema_extra": {"expect": text}}
 
 
-def _int(key, value, low=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        _fail(key, value, f"expected an integer >= {low}")
-    return value
+Count = Annotated[int, Field(ge=1, **_expect("an integer >= 1"))]
+Count0 = Annotated[int, Field(ge=0, **_expect("an integer >= 0"))]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, **_expect("a finite number > 0"))]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False, **_expect("a finite number >= 0"))]
+Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, **_expect("a finite number > 0 and <= 1"))]
+Text = Annotated[str, Field(min_length=1, **_expect("a non-empty string"))]
+Flag = Annotated[bool, Field(**_expect("true or false"))]
 
 
-def _float(key, value, low=0.0, strict=True, high=math.inf):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (value <= low if strict else value < low) or value > high:
-        bounds = f"{'>' if strict else '>='} {low:g}" + (f" and <= {high:g}" if high < math.inf else "")
-        _fail(key, value, f"expected a finite number {bounds}")
-    return float(value)
+def _listed(value):
+    return value if isinstance(value, list) else [value]
 
 
-def _choice(options):
-    def check(key, value):
-        if value not in options:
-            _fail(key, value, f"choose one of {', '.join(map(repr, options))}")
-        return value
-    return check
-
-
-def _bool(key, value):
-    if not isinstance(value, bool):
-        _fail(key, value, "expected true or false")
-    return value
-
-
-def _str(key, value):
-    if not isinstance(value, str) or not value:
-        _fail(key, value, "expected a non-empty string")
-    return value
-
-
-def _int_list(key, value):
-    values = value if isinstance(value, list) else [value]
+def _distinct(values: list) -> list:
     if not values:
-        _fail(key, value, "expected an integer or a non-empty list of integers")
-    out = [_int(key, v, low=0 if key == "run.seeds" else 1) for v in values]
-    if len(set(out)) != len(out):
-        _fail(key, value, "the list has repeated entries")
-    return out
+        raise ValueError("expected an integer or a non-empty list of integers")
+    if len(set(values)) != len(values):
+        raise ValueError("the list has repeated entries")
+    return values
 
 
-@dataclass(frozen=True)
-class Field:
-    default: Any
-    check: Callable
-    doc: str
+def OneOrMany(item):
+    """One value or a non-empty list of distinct values (a sweep), read as a list."""
+    return Annotated[list[item], BeforeValidator(_listed), AfterValidator(_distinct)]
 
 
-_RUN_ONLY = ("executor", "workers", "address", "progress", "checkpoint_every", "chunk_seconds")
-SCHEMA = {
-    "data": {
-        "name": Field("synthetic", _choice(tuple(LOADERS)), "the data set (a loader of renormpp.datasets)"),
-        "P": Field(1000, _int, "training examples"),
-        "P_test": Field(1000, _int, "test examples"),
-    },
-    "model": {
-        "N1": Field(REQUIRED, _int_list, "hidden units: one width or a list (the sweep)"),
-        "T": Field(0.01, _float, "temperature"),
-        "lambda0": Field(1.0, _float, "prior precision of the first-layer weights"),
-        "lambda1": Field(1.0, _float, "prior precision of the readout weights"),
-        "activation": Field("erf", _choice(kernels.ACTIVATIONS), "activation function"),
-    },
-    "sampler": {
-        "kind": Field("kinetic", _choice(SAMPLERS), "kinetic (underdamped Langevin, Metropolis-adjusted: the "
-                                                    "fastest, benchmarks/samplers.py), ula (the paper's Langevin), "
-                                                    "mala (Metropolis-adjusted), nuts"),
-        "num_warmup": Field(None, lambda k, v: _int(k, v, 0), "draws discarded before recording, in which the "
-                                                              "step (and mass) adapt (default: 200; 0 for ula)"),
-        "num_samples": Field(1000, _int, "recorded draws per chain"),
-        "num_chains": Field(2, _int, "independent chains"),
-        "chain_method": Field(None, _choice(("vectorized", "sequential")),
-                              "how chains run (default: vectorized for ula/mala, sequential for nuts)"),
-        "readout": Field(None, _choice(("sampled", "gibbs", "marginal")),
-                         "sample v with w (sampled); or draw v exactly given w after every draw (gibbs: "
-                         "ula/mala/kinetic); or integrate it out exactly and sample w alone (marginal) "
-                         "(renormpp.readout). Default: gibbs for kinetic, sampled otherwise"),
-        "rao_blackwell": Field(None, _bool, "record E[observable | w] instead of the observable of (w, v) "
-                                            "(default: true with readout = 'marginal', where it is required)"),
-        "step_size": Field(None, _float, "ula/mala: the step h on the potential U"),
-        "epsilon": Field(None, _float, "ula/mala: the paper's learning rate; h = epsilon * T"),
-        "inner_steps": Field(10, _int, "ula/mala/kinetic: updates per recorded draw"),
-        "friction": Field(1.0, _float, "kinetic: the friction gamma (momentum persists for a time 1/gamma)"),
-        "adapt_step_size": Field(None, _bool, "mala: tune the step in the warmup (default: true when num_warmup > 0; "
-                                              "step_size is then the first guess)"),
-        "target_accept_prob": Field(None, lambda k, v: _float(k, v, high=1.0),
-                                    "mala/nuts: step-size adaptation target (default 0.574 for mala, 0.8 for nuts)"),
-        "max_tree_depth": Field(10, _int, "nuts: maximum tree depth"),
-        "dense_mass": Field(False, _bool, "nuts: adapt a dense mass matrix (else diagonal)"),
-    },
-    "run": {
-        "out": Field(REQUIRED, _str, "output folder (one sub-folder per point)"),
-        "seeds": Field([0], _int_list, "sampler seeds; each N1 runs once per seed"),
-        "executor": Field("inprocess", _choice(EXECUTORS), "where points run"),
-        "workers": Field(None, _int, "process executor: number of worker processes (default: number of points, "
-                                    "at most the CPU count)"),
-        "address": Field(None, _str, "ray executor: address of the Ray cluster (default: start a local one)"),
-        "checkpoint_every": Field(300.0, lambda k, v: _float(k, v, strict=False),
-                                  "seconds between checkpoints of the sampler state and the draws"),
-        "chunk_seconds": Field(20.0, _float, "target seconds per compiled block of draws"),
-        "error_method": Field("gamma", _choice(tuple(diagnostics.ESTIMATORS)), "error of MC means"),
-        "progress": Field(True, _bool, "show progress bars"),
-    },
-}
-SAMPLER_KEYS = {
-    "ula": ("step_size", "epsilon", "inner_steps"),
-    "mala": ("step_size", "epsilon", "inner_steps", "adapt_step_size", "target_accept_prob"),
-    "kinetic": ("step_size", "inner_steps", "friction", "adapt_step_size", "target_accept_prob"),
-    "nuts": ("target_accept_prob", "max_tree_depth", "dense_mass"),
-}
-#: keys that may change when a run resumes (they do not change what a point computes)
-RUN_ONLY = tuple(f"run.{k}" for k in _RUN_ONLY)
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
 
 
+# ---- [data] ----------------------------------------------------------------------------------------------------
+def _data_table(name: str, loader) -> type[_Table]:
+    """A table of the loader's options, from its signature: its defaults, and its annotated types."""
+    hints = typing.get_type_hints(loader)
+    fields: dict[str, Any] = {"name": (Literal[name], name)}
+    for p in inspect.signature(loader).parameters.values():
+        if p.name == "download":
+            continue
+        default = list(p.default) if isinstance(p.default, tuple) else p.default
+        kind = hints.get(p.name, Any)
+        if kind is int:
+            kind = Count0 if p.name == "seed" else Count
+        fields[p.name] = (kind, default)
+    cls = create_model(f"{name.title().replace('_', '')}Data", __base__=_Table, __module__=__name__,
+                       __doc__=f"Options of renormpp.datasets.{loader.__name__}.", **fields)
+    globals()[cls.__name__] = cls  # importable by name, so that configs pickle (process and Ray executors)
+    return cls
+
+
+DATA_TABLES = {name: _data_table(name, loader) for name, loader in LOADERS.items()}
+Data = Annotated[Union[tuple(DATA_TABLES.values())], Field(discriminator="name")]
+
+
+def loader_options(data) -> dict:
+    """The keyword arguments of the loader of a [data] table (lists become tuples)."""
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.model_dump().items() if k != "name"}
+
+
+# ---- [model] ---------------------------------------------------------------------------------------------------
+class _Model(_Table):
+    """The Bayesian network and its theory."""
+
+    N1: Any = Field(description="hidden units: one width or a list (the sweep)")
+    T: Positive = 0.01
+    lambda0: Positive = 1.0
+    lambda1: Positive = 1.0
+    activation: Literal[tuple(network.ACTIVATIONS)] = "erf"
+
+
+class ModelConfig(_Model):
+    N1: OneOrMany(Count) = Field(description="hidden units: one width or a list (the sweep)")
+
+
+class PointModel(_Model):
+    N1: Count
+
+
+# ---- [sampler]: one table per kind ------------------------------------------------------------------------------
+class _Sampler(_Table):
+    kind: str
+    num_warmup: Optional[Count0] = Field(None, description="draws discarded before recording, in which the step "
+                                                           "(and mass) adapt (default: 200; 0 for ula)")
+    num_samples: Count = 1000
+    num_chains: Count = 2
+    chain_method: Optional[Literal["vectorized", "sequential"]] = None
+    v_sampling: Optional[Literal[V_SAMPLING]] = Field(
+        None, description="how the readout v is sampled: with w by the same kernel (joint); or drawn exactly given w "
+                          "after every draw (gibbs: ula/mala/kinetic); or integrated out exactly, w sampled alone "
+                          "(integrated) (renormpp.readout). Default: gibbs for kinetic, joint otherwise")
+    rao_blackwell: Optional[Flag] = Field(None, description="record E[observable | w] instead of the observable of "
+                                                            "(w, v) (default: true with v_sampling = 'integrated')")
+
+    @model_validator(mode="after")
+    def _complete(self):
+        if self.num_warmup is None:
+            self.num_warmup = 0 if self.kind == "ula" else 200
+        if self.v_sampling is None:  # the recommended sampler moves w by kinetic Langevin and draws v exactly
+            self.v_sampling = "gibbs" if self.kind == "kinetic" else "joint"
+        if self.rao_blackwell is None:
+            self.rao_blackwell = self.v_sampling == "integrated"
+        if self.v_sampling == "integrated" and not self.rao_blackwell:
+            raise ValueError("sampler.rao_blackwell = false is not allowed with sampler.v_sampling = 'integrated': v is "
+                             "not sampled, so its observables are recorded as their expectations given w")
+        if self.v_sampling == "gibbs" and self.kind == "nuts":
+            raise ValueError("sampler.v_sampling = 'gibbs' works with kind = 'ula', 'mala' or 'kinetic'; for NUTS use "
+                             "v_sampling = 'integrated' (v integrated out), or numpyro's HMCGibbs with "
+                             "renormpp.readout.gibbs_fn in a script")
+        if self.chain_method is None:
+            self.chain_method = "sequential" if self.kind == "nuts" else "vectorized"
+        return self
+
+
+class _Stepped(_Sampler):
+    step_size: Optional[Positive] = Field(None, description="the step h on the potential U")
+    inner_steps: Count = Field(10, description="updates per recorded draw")
+
+
+class _Adapted(_Stepped):
+    adapt_step_size: Optional[Flag] = Field(None, description="tune the step in the warmup (default: true when "
+                                                              "num_warmup > 0; step_size is then the first guess)")
+    target_accept_prob: Optional[Probability] = None
+    _target = 0.574
+
+    @model_validator(mode="after")
+    def _complete_adaptation(self):
+        if self.adapt_step_size is None:
+            self.adapt_step_size = self.num_warmup > 0
+        if self.adapt_step_size and self.num_warmup == 0:
+            raise ValueError("sampler.adapt_step_size = true needs warmup draws to adapt in: set sampler.num_warmup")
+        if self.target_accept_prob is None:
+            self.target_accept_prob = self._target
+        return self
+
+
+class ULAConfig(_Stepped):
+    """The paper's unadjusted Langevin algorithm (biased by O(h): keep h small)."""
+
+    kind: Literal["ula"]
+    epsilon: Optional[Positive] = Field(None, description="the paper's learning rate; h = epsilon * T")
+
+
+class MALAConfig(_Adapted):
+    """Metropolis-adjusted Langevin, the step tuned to an acceptance of 0.574 in the warmup."""
+
+    kind: Literal["mala"]
+    epsilon: Optional[Positive] = Field(None, description="the paper's learning rate; h = epsilon * T")
+
+
+class KineticConfig(_Adapted):
+    """Underdamped Langevin (OBABO), Metropolis-adjusted; step and diagonal mass adapted in the warmup."""
+
+    kind: Literal["kinetic"]
+    friction: Positive = Field(1.0, description="the friction gamma (momentum persists for a time 1/gamma)")
+    _target = 0.8
+
+
+class NUTSConfig(_Sampler):
+    """NumPyro's NUTS."""
+
+    kind: Literal["nuts"]
+    target_accept_prob: Probability = 0.8
+    max_tree_depth: Count = 10
+    dense_mass: Flag = False
+
+
+SAMPLER_TABLES = {"ula": ULAConfig, "mala": MALAConfig, "kinetic": KineticConfig, "nuts": NUTSConfig}
+Sampler = Annotated[Union[tuple(SAMPLER_TABLES.values())], Field(discriminator="kind")]
+
+
+def _own_keys(kind: str) -> list[str]:
+    return [k for k in SAMPLER_TABLES[kind].model_fields if k not in _Sampler.model_fields and k != "kind"]
+
+
+# ---- [run] -----------------------------------------------------------------------------------------------------
+class _Run(_Table):
+    out: Text = Field(description="output folder (one sub-folder per point)")
+    executor: Literal[EXECUTORS] = "inprocess"
+    workers: Optional[Count] = Field(None, description="process executor: worker processes (default: number of "
+                                                       "points, at most the CPU count)")
+    address: Optional[Text] = Field(None, description="ray executor: address of the Ray cluster (default: a local one)")
+    checkpoint_every: NonNegative = Field(300.0, description="seconds between checkpoints of the sampler state")
+    chunk_seconds: Positive = Field(20.0, description="target seconds per compiled block of draws")
+    error_method: Literal[tuple(diagnostics.ESTIMATORS)] = "gamma"
+    progress: Flag = True
+
+
+class RunConfig(_Run):
+    seeds: OneOrMany(Count0) = Field([0], description="sampler seeds; each N1 runs once per seed")
+
+
+class PointRun(_Run):
+    seed: Count0
+
+
+# ---- the whole config -------------------------------------------------------------------------------------------
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    data: Data
+    model: Any
+    sampler: Sampler
+    run: Any
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, raw):
+        if isinstance(raw, dict):
+            raw = {**raw, "data": {"name": "synthetic", **raw.get("data", {})},
+                   "sampler": {"kind": "kinetic", **raw.get("sampler", {})}}
+        return raw
+
+    @model_validator(mode="after")
+    def _complete_step(self):
+        s, T = self.sampler, self.model.T
+        if s.kind == "nuts":
+            return self
+        eps = getattr(s, "epsilon", None)
+        if s.step_size is not None and eps is not None and not math.isclose(s.step_size, eps * T):
+            raise ValueError("give sampler.step_size or sampler.epsilon, not both (step_size = epsilon * T)")
+        if s.step_size is None and eps is None:
+            adapting = getattr(s, "adapt_step_size", False)
+            if s.kind != "ula" and not adapting:
+                raise ValueError(f"sampler.step_size is required for kind = {s.kind!r} without step-size adaptation "
+                                 "(e.g. 1e-4; or set sampler.num_warmup > 0 to adapt it)")
+            if s.kind == "ula":
+                s.epsilon = 1e-3  # the paper's protocol
+            else:
+                s.step_size = 1e-4  # the first guess of the adaptation
+        if s.step_size is None:
+            s.step_size = s.epsilon * T
+        return self
+
+    def dumps(self) -> str:
+        """The config as TOML (keys with value None are left out: they mean 'the default')."""
+        import tomli_w
+
+        return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))
+
+    def flat(self) -> dict:
+        """``{"table.key": value}``, as the TOML reads back (for comparing configs)."""
+        return {f"{t}.{k}": v for t, table in tomllib.loads(self.dumps()).items() for k, v in table.items()}
+
+
+class PointConfig(_Config):
+    """The config of one point of a sweep: one width ``model.N1`` and one seed ``run.seed``."""
+
+    model: PointModel
+    run: PointRun
+
+    @property
+    def name(self) -> str:
+        """The point's folder name."""
+        return f"N1={self.model.N1}_seed={self.run.seed}"
+
+
+class Config(_Config):
+    """A sweep: the data, the model with one or several widths ``model.N1``, the sampler and the run."""
+
+    model: ModelConfig
+    run: RunConfig = Field(description="how and where the sweep runs")
+
+    def points(self) -> list[PointConfig]:
+        """One :class:`PointConfig` per (N1, seed)."""
+        base = self.model_dump()
+        run = {k: v for k, v in base["run"].items() if k != "seeds"}
+        return [PointConfig.model_validate({**base, "model": {**base["model"], "N1": N1}, "run": {**run, "seed": seed}})
+                for N1 in self.model.N1 for seed in self.run.seeds]
+
+
+# ---- reading, checking, writing ---------------------------------------------------------------------------------
 def load(path) -> dict:
     """Read a TOML config file (not yet checked: see :func:`resolve`)."""
     path = Path(path)
@@ -187,132 +349,90 @@ def load(path) -> dict:
         raise ConfigError(f"{path} is not valid TOML: {err}") from None
 
 
-def _loader_options(name: str) -> dict:
-    params = inspect.signature(LOADERS[name]).parameters
-    return {k: list(p.default) if isinstance(p.default, tuple) else p.default
-            for k, p in params.items() if k not in ("P", "P_test", "download")}
-
-
-def resolve(raw: dict, *, out: str | None = None) -> dict:
-    """Check a config and fill in every default. ``out`` overrides ``run.out``. Returns a new dict."""
+def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | PointConfig:
+    """Check a config (a dict, or a Config) and fill in every default; ``out`` overrides ``run.out``. ``point`` reads
+    the config of one point (``model.N1`` one width, ``run.seed``)."""
+    if isinstance(raw, _Config):
+        raw = raw.model_dump(exclude_none=True)
     if not isinstance(raw, dict):
-        raise ConfigError(f"a config is a dict of tables {tuple(SCHEMA)}; got {type(raw).__name__}")
-    unknown = set(raw) - set(SCHEMA)
+        raise ConfigError(f"a config is a dict of tables data, model, sampler, run; got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"data", "model", "sampler", "run"})
     if unknown:
-        raise ConfigError(f"unknown table(s) {sorted(unknown)}; a config has the tables {', '.join(SCHEMA)}")
-    raw = copy.deepcopy(raw)
-    if out is not None:
-        raw.setdefault("run", {})["out"] = str(out)
-    cfg = {}
-    for table, fields in SCHEMA.items():
-        given = raw.get(table, {})
-        if not isinstance(given, dict):
-            raise ConfigError(f"[{table}] must be a table of keys; got {given!r}")
-        allowed = dict(fields)
-        if table == "data":
-            name = fields["name"].check("data.name", given.get("name", fields["name"].default))
-            options = _loader_options(name)
-            allowed.update({k: Field(v, lambda key, val: val, "loader option") for k, v in options.items()})
-        if table == "sampler":
-            kind = fields["kind"].check("sampler.kind", given.get("kind", fields["kind"].default))
-            others = {k for ks in SAMPLER_KEYS.values() for k in ks} - set(SAMPLER_KEYS[kind])
-            wrong = sorted(set(given) & others)
-            if wrong:
-                raise ConfigError(f"sampler.{wrong[0]} does not apply to sampler.kind = {kind!r}; its own keys are "
-                                  f"{', '.join(SAMPLER_KEYS[kind])}")
-            allowed = {k: f for k, f in allowed.items() if k not in others}
-        for key in given:
-            if key not in allowed:
-                raise ConfigError(f"unknown key {table}.{key}; allowed keys in [{table}]: {', '.join(allowed)}")
-        section = {}
-        for key, field in allowed.items():
-            if key in given:
-                value = given[key]
-                section[key] = value if value is None else field.check(f"{table}.{key}", value)
-            elif field.default is REQUIRED:
-                raise ConfigError(f"missing key {table}.{key}: {field.doc}")
-            else:
-                section[key] = copy.deepcopy(field.default)
-        cfg[table] = section
-    _complete_sampler(cfg["sampler"], cfg["model"]["T"])
-    return cfg
+        raise ConfigError(f"unknown table(s) {unknown}; a config has the tables data, model, sampler, run")
+    for table in ("data", "model", "sampler", "run"):
+        if not isinstance(raw.get(table, {}), dict):
+            raise ConfigError(f"[{table}] must be a table of keys; got {raw[table]!r}")
+    raw = {**raw, "run": {**raw.get("run", {}), **({"out": str(out)} if out is not None else {})}}
+    raw.setdefault("model", {})
+    try:
+        return (PointConfig if point else Config).model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_message(err.errors()[0], raw)) from None
 
 
-def _complete_sampler(s: dict, T: float) -> None:
-    if s["num_warmup"] is None:
-        s["num_warmup"] = 0 if s["kind"] == "ula" else 200
-    if s["readout"] is None:  # the recommended sampler moves w by kinetic Langevin and draws v exactly
-        s["readout"] = "gibbs" if s["kind"] == "kinetic" else "sampled"
-    if s["rao_blackwell"] is None:
-        s["rao_blackwell"] = s["readout"] == "marginal"
-    if s["readout"] == "marginal" and not s["rao_blackwell"]:
-        raise ConfigError("sampler.rao_blackwell = false is not allowed with sampler.readout = 'marginal': v is not "
-                          "sampled, so its observables are recorded as their expectations given w")
-    if s["readout"] == "gibbs" and s["kind"] == "nuts":
-        raise ConfigError("sampler.readout = 'gibbs' works with kind = 'ula', 'mala' or 'kinetic'; for NUTS use "
-                          "readout = 'marginal' (v integrated out), or numpyro's HMCGibbs with "
-                          "renormpp.readout.gibbs_fn in a script")
-    if s["chain_method"] is None:
-        s["chain_method"] = "sequential" if s["kind"] == "nuts" else "vectorized"
-    if s["kind"] == "nuts":
-        s["target_accept_prob"] = 0.8 if s["target_accept_prob"] is None else s["target_accept_prob"]
-        return
-    if s["kind"] in ("mala", "kinetic"):
-        if s["adapt_step_size"] is None:
-            s["adapt_step_size"] = s["num_warmup"] > 0
-        if s["adapt_step_size"] and s["num_warmup"] == 0:
-            raise ConfigError("sampler.adapt_step_size = true needs warmup draws to adapt in: set sampler.num_warmup")
-        default = 0.574 if s["kind"] == "mala" else 0.8
-        s["target_accept_prob"] = default if s["target_accept_prob"] is None else s["target_accept_prob"]
-    eps = s.get("epsilon")  # ula and mala only
-    if s["step_size"] is not None and eps is not None and not math.isclose(s["step_size"], eps * T):
-        raise ConfigError("give sampler.step_size or sampler.epsilon, not both (step_size = epsilon * T)")
-    if s["step_size"] is None and eps is None:
-        if s["kind"] != "ula" and not s["adapt_step_size"]:
-            raise ConfigError(f"sampler.step_size is required for kind = {s['kind']!r} without step-size adaptation (e.g. "
-                              "1e-4; or give sampler.epsilon in the paper's units, step_size = epsilon * T; or set "
-                              "sampler.num_warmup > 0 to adapt it)")
-        if s["kind"] != "ula":
-            s["step_size"] = 1e-4  # the first guess of the adaptation
-        else:
-            s["epsilon"] = 1e-3  # the paper's protocol
-    if s["step_size"] is None:
-        s["step_size"] = s["epsilon"] * T
+def dumps(cfg) -> str:
+    """A config (a Config, or a dict that :func:`resolve` accepts) as TOML."""
+    return (cfg if isinstance(cfg, _Config) else resolve(cfg)).dumps()
 
 
-def points(cfg: dict) -> list[tuple[str, dict]]:
-    """One ``(name, config)`` per (N1, seed), with scalar ``model.N1`` and ``run.seed``; ``name`` is its folder."""
-    out = []
-    for N1 in cfg["model"]["N1"]:
-        for seed in cfg["run"]["seeds"]:
-            point = copy.deepcopy(cfg)
-            point["model"]["N1"] = N1
-            run = point.pop("run")
-            point["run"] = {"seed": seed, "error_method": run["error_method"]}
-            out.append((f"N1={N1}_seed={seed}", point))
-    return out
-
-
-def _drop_none(d):
-    if isinstance(d, dict):
-        return {k: _drop_none(v) for k, v in d.items() if v is not None}
-    return list(d) if isinstance(d, tuple) else d
-
-
-def dumps(cfg: dict) -> str:
-    """The config as TOML (keys with value None are left out: they mean 'the default')."""
-    import tomli_w
-
-    return tomli_w.dumps(_drop_none(cfg))
-
-
-def normalized(cfg: dict) -> dict:
-    """``cfg`` as it reads back from its TOML (no None values, lists for tuples): for comparing configs."""
-    return tomllib.loads(dumps(cfg))
-
-
-def differences(a: dict, b: dict, ignore=()) -> list[str]:
+def differences(a: _Config, b: _Config, ignore=()) -> list[str]:
     """Keys ``table.key`` whose values differ between two resolved configs."""
-    keys = {f"{t}.{k}" for c in (a, b) for t, sec in c.items() for k in sec}
-    return sorted(k for k in keys - set(ignore)
-                  if a.get(k.split(".")[0], {}).get(k.split(".")[1]) != b.get(k.split(".")[0], {}).get(k.split(".")[1]))
+    fa, fb = a.flat(), b.flat()
+    return sorted(k for k in set(fa) | set(fb) if k not in ignore and fa.get(k) != fb.get(k))
+
+
+# ---- error messages -----------------------------------------------------------------------------------------------
+def _table_class(raw: dict, table: str):
+    if table == "data":
+        return DATA_TABLES.get(raw.get("data", {}).get("name", "synthetic"))
+    if table == "sampler":
+        return SAMPLER_TABLES.get(raw.get("sampler", {}).get("kind", "kinetic"))
+    return {"model": ModelConfig, "run": RunConfig}[table]
+
+
+def _describe(kind) -> str | None:
+    """What an annotation allows, in words: the ``expect`` of its Field, or the options of a Literal."""
+    if typing.get_origin(kind) is Literal:
+        return f"choose one of {', '.join(map(repr, typing.get_args(kind)))}"
+    for meta in getattr(kind, "__metadata__", ()):
+        expect = (getattr(meta, "json_schema_extra", None) or {}).get("expect")
+        if expect:
+            return f"expected {expect}"
+    return next((d for d in map(_describe, typing.get_args(kind)) if d), None)
+
+
+def _allowed(field) -> str:
+    expect = (field.json_schema_extra or {}).get("expect")
+    return f"expected {expect}" if expect else (_describe(field.annotation) or f"expected {field.annotation}")
+
+
+def _message(e: dict, raw: dict) -> str:
+    """One pydantic error as a sentence that names the key, the bad value and what is allowed."""
+    loc = [str(x) for x in e["loc"]]
+    if e["type"] == "value_error":  # a check of ours: of one key (say which), or of the whole table (says it)
+        return f"{'.'.join(loc[:2])} = {e['input']!r} is not allowed: {e['ctx']['error']}" if loc else str(e["ctx"]["error"])
+    table = loc[0]
+    if e["type"] == "union_tag_invalid":  # data.name or sampler.kind
+        key = f"{table}.{e['ctx']['discriminator'].strip(chr(39))}"
+        return f"{key} = {e['ctx']['tag']!r} is not allowed: choose one of {e['ctx']['expected_tags']}"
+    if table in ("data", "sampler") and len(loc) > 1:
+        loc = [table] + loc[2:]  # drop the union tag (the loader's name, the sampler's kind)
+    key = ".".join(loc[:2])
+    cls = _table_class(raw, table)
+    if e["type"] == "extra_forbidden":
+        if key in RENAMED:
+            return f"{key} was renamed {RENAMED[key]}"
+        name = loc[1]
+        if table == "sampler":
+            kind = raw["sampler"].get("kind", "kinetic")
+            if any(name in SAMPLER_TABLES[k].model_fields for k in SAMPLER_TABLES):
+                return (f"sampler.{name} does not apply to sampler.kind = {kind!r}; its own keys are "
+                        f"{', '.join(_own_keys(kind))}")
+        return f"unknown key {key}; allowed keys in [{table}]: {', '.join(k for k in cls.model_fields if k != 'kind')}"
+    if e["type"] == "missing":
+        field = cls.model_fields.get(loc[1]) if cls is not None else None
+        doc = f": {field.description}" if field is not None and field.description else ""
+        return f"missing key {key}{doc}"
+    field = cls.model_fields.get(loc[1]) if cls is not None and len(loc) > 1 else None
+    allowed = _allowed(field) if field is not None else e["msg"]
+    return f"{key} = {e['input']!r} is not allowed: {allowed}"

@@ -11,7 +11,7 @@ import os
 import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-from .point import STOP, Interrupted
+from .signals import STOP, Interrupted
 
 
 class InProcess:

@@ -11,20 +11,19 @@ Writes into the output folder:
 """
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from . import config as config_mod
-from . import point
+from . import stages
+from .store import PointStore
 
 
 def _finished(outdir: Path) -> list[tuple[dict, Path]]:
-    found = []
-    for res in sorted((outdir / "points").glob("*/result.json")):
-        found.append((json.loads(res.read_text()), res.parent))
+    stores = [PointStore(folder) for folder in sorted((outdir / "points").glob("*/"))]
+    found = [(st.result(), st.folder) for st in stores if st.finished]
     return sorted(found, key=lambda r: (r[0]["N1"], r[0]["seed"]))
 
 
@@ -49,7 +48,7 @@ def report(outdir) -> Path:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from .. import diagnostics, plots
+    from .. import diagnostics, plots, theory
 
     outdir = Path(outdir)
     if not (outdir / "config.toml").exists():
@@ -58,9 +57,9 @@ def report(outdir) -> Path:
     done = _finished(outdir)
     if not done:
         raise FileNotFoundError(f"no finished point under {outdir / 'points'} yet")
-    data = point.load_data(cfg["data"])
-    m = cfg["model"]
-    base = point.solve_theory({**cfg, "model": {**m, "N1": done[0][0]["N1"]}}, data)
+    data = stages.load_data(cfg.data)
+    m = cfg.model
+    base = stages.solve_theory(m.model_copy(update={"N1": done[0][0]["N1"]}), data)
 
     rows = []
     for res, folder in done:
@@ -68,7 +67,7 @@ def report(outdir) -> Path:
         eps = comp[comp.quantity == "eps_g"].set_index("theory")
         ov = comp[comp.quantity != "eps_g"]
         row = dict(N1=res["N1"], seed=res["seed"], eps_g=res["eps_g"], eps_g_error=res["eps_g_error"])
-        for t in diagnostics.THEORIES:
+        for t in theory.METHODS:
             row[f"eps_g_{t}"] = eps.loc[t, "prediction"]
             row[f"z_{t}"] = eps.loc[t, "z"]
         row["max_abs_z_overlap_exact"] = float(np.nanmax(np.abs(ov[ov.theory == "exact"].z))) \
@@ -86,7 +85,7 @@ def report(outdir) -> Path:
             folders = [f for r, f in done if r["N1"] == N1]
             fit = base.refit("infinite_width", N1=N1)
             pooled.append(diagnostics.compare(_pooled_draws(folders), fit, data.X_test, data.Y_test,
-                                              method=cfg["run"]["error_method"]))
+                                              method=cfg.run.error_method))
     table = pd.concat([ds.drop_vars(["a", "b"]).to_dataframe().assign(N1=ds.attrs["N1"]) for ds in pooled])
     table.to_csv(outdir / "pooled.csv")
 
@@ -102,12 +101,11 @@ def report(outdir) -> Path:
         fig.savefig(outdir / name, dpi=110)
         plt.close(fig)
 
-    all_points = [name for name, _ in config_mod.points(cfg)]
-    missing = [n for n in all_points if not (outdir / "points" / n / "result.json").exists()]
+    missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
     lines = [f"# renormpp sweep: {data.name}", "",
              f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
-             f"T={m['T']:g}, lambda0={m['lambda0']:g}, lambda1={m['lambda1']:g}, activation={m['activation']}; "
-             f"sampler {cfg['sampler']['kind']}; errors by the {cfg['run']['error_method']} method.", "",
+             f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}; "
+             f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method.", "",
              "![generalization loss against N1](generalization_vs_N1.png)", "",
              "![readout overlaps against N1](overlaps_vs_N1.png)", "",
              f"![readout overlaps at N1={pooled[0].attrs['N1']:g}](overlaps.png)", "",

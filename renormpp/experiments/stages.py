@@ -1,0 +1,239 @@
+"""The stages of a point: the data, the theory, the sampling (checkpointed blocks of draws) and the outputs.
+
+Each stage reads a :class:`~renormpp.experiments.config.PointConfig` and what the stages before it made;
+:mod:`.point` runs them in order, and :mod:`.report` reuses the data and theory stages.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+
+from .. import diagnostics, theory
+from . import config as config_mod
+from .signals import STOP, Interrupted
+from .store import PointStore
+
+
+# ---- data ------------------------------------------------------------------------------------------------------
+def load_data(data_cfg):
+    """The data set of a config's ``[data]`` table; loader errors become ConfigErrors naming the table."""
+    try:
+        return config_mod.LOADERS[data_cfg.name](**config_mod.loader_options(data_cfg))
+    except (ValueError, TypeError) as err:
+        raise config_mod.ConfigError(f"[data] name = {data_cfg.name!r}: {err}") from err
+
+
+def versions() -> dict:
+    """The package versions and the machine, for ``versions.json``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine(),
+           "cpu_count": os.cpu_count()}
+    for pkg in ("renormpp", "numpy", "scipy", "jax", "jaxlib", "numpyro", "arviz", "xarray", "matplotlib"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+# ---- theory ------------------------------------------------------------------------------------------------------
+def solve_theory(model, data):
+    """The kernel eigendecomposition of the data at the point's width (``infinite_width``: the other methods are
+    refits of it, :func:`renormpp.diagnostics.theory_fit`)."""
+    return theory.solve(data.X, data.Y, N1=model.N1, T=model.T, lambda0=model.lambda0, lambda1=model.lambda1,
+                        activation=model.activation, method="infinite_width")
+
+
+def theory_results(fit, data) -> dict:
+    """Every theory method at ``fit``'s N1 as plain numbers (for ``theory.json``)."""
+    out = {}
+    for method in theory.METHODS:
+        th = diagnostics.theory_fit(fit, method)
+        if th is None:
+            out[method] = {"applies": False}
+            continue
+        out[method] = dict(applies=True, Q=th.Q.tolist(), readout_overlap=th.readout_overlap.tolist(),
+                           eps_g=float(th.generalization_error(data.X_test, data.Y_test)), converged=bool(th.converged),
+                           grad_norm=float(th.grad_norm), action=float(th.action), n_iter=int(th.n_iter))
+    return out
+
+
+# ---- sampling ------------------------------------------------------------------------------------------------------
+#: the sampler statistics recorded per draw, by kind
+STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step_size"),
+               "kinetic": ("accept_prob", "diverging", "step_size"), "nuts": ("accept_prob", "diverging", "num_steps")}
+
+
+def model_kwargs(p) -> dict:
+    m = p.model
+    return dict(N1=m.N1, activation=m.activation, T=m.T, lambda0=m.lambda0, lambda1=m.lambda1,
+                integrate_v=p.sampler.v_sampling == "integrated")
+
+
+def make_kernel(p, data):
+    """The NumPyro kernel of a point's ``[sampler]``, recording its observables (the kernel's own path: the
+    Langevin kernels' ``observables``, or :class:`renormpp.infer.Observed` around NUTS)."""
+    from numpyro.infer import NUTS
+
+    from .. import observables, readout
+    from ..infer import KineticLangevin, Langevin, Observed
+    from ..models import one_hidden_layer
+
+    s, m = p.sampler, p.model
+    train, test = _float32(data.X, data.Y), _float32(data.X_test, data.Y_test)
+    if s.rao_blackwell:
+        record = readout.rao_blackwell(*train, *test, T=m.T, lambda1=m.lambda1, activation=m.activation)
+    else:
+        record = observables.default(*test, m.activation)
+    if s.kind == "nuts":
+        return Observed(NUTS(one_hidden_layer, target_accept_prob=s.target_accept_prob,
+                             max_tree_depth=s.max_tree_depth, dense_mass=s.dense_mass), record)
+    gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation)
+             if s.v_sampling == "gibbs" else None)
+    common = dict(step_size=s.step_size, inner_steps=s.inner_steps, observables=record, gibbs_fn=gibbs,
+                  warn_divergences=False)  # checked on the host after every block (renormpp.infer.Chains)
+    if s.kind == "kinetic":
+        return KineticLangevin(one_hidden_layer, friction=s.friction, adapt_step_size=s.adapt_step_size,
+                               target_accept_prob=s.target_accept_prob, **common)
+    mala = s.kind == "mala"
+    return Langevin(one_hidden_layer, adjust=mala, adapt_step_size=mala and s.adapt_step_size,
+                    target_accept_prob=s.target_accept_prob if mala else None, **common)
+
+
+def _float32(*arrays):
+    return tuple(np.asarray(a, dtype=np.float32) for a in arrays)
+
+
+def start_chains(p, data, init_params=None):
+    """``(chains, state)``: the point's :class:`renormpp.infer.Chains` and the initial state of every chain."""
+    import jax
+
+    from ..infer import Chains
+
+    s = p.sampler
+    chains = Chains(make_kernel(p, data), num_chains=s.num_chains, chain_method=s.chain_method,
+                    extra_fields=STAT_FIELDS[s.kind])
+    state = chains.init(jax.random.PRNGKey(p.run.seed), s.num_warmup, *_float32(data.X, data.Y),
+                        init_params=init_params, **model_kwargs(p))
+    return chains, state
+
+
+def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""):
+    """Warmup and sampling in blocks of draws, checkpointed to ``store`` (every ``run.checkpoint_every`` seconds,
+    after the warmup, and on SIGTERM). Returns ``(draws, stats, seconds)``: the observables ``{"eps_g": (chain,
+    draw), "overlap": (chain, draw, D, D)}``, the sampler statistics, and the wall time summed over resumptions.
+
+    The chains carry their random keys in their state, so where the blocks begin does not change the draws: a
+    resumed point gives the draws of an uninterrupted one.
+    """
+    from tqdm.auto import tqdm
+
+    s, r = p.sampler, p.run
+    chains, state = start_chains(p, data)
+    ck = store.checkpoint(template=state)
+    W, total = s.num_warmup, s.num_samples
+    bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
+               disable=not progress, leave=False, dynamic_ncols=True)
+    block, probes = 10, 2  # two short blocks time an iteration; then blocks of about chunk_seconds
+    try:
+        while ck.warm + ck.n < W + total:
+            warmup = ck.warm < W
+            n = min(block, (W - ck.warm) if warmup else (total - ck.n))
+            t0 = time.perf_counter()
+            state, draws, stats = chains.run(ck.state, n)
+            dt = time.perf_counter() - t0
+            ck.state, ck.seconds = state, ck.seconds + dt
+            if warmup:
+                ck.warm += n
+            else:
+                ck.n += n
+                ck.add(draws, stats)
+            bar.update(n)
+            if "accept_prob" in stats:
+                bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}")
+            probes -= 1
+            if probes == 0:
+                block = int(np.clip(r.chunk_seconds / (dt / n), 1, 100_000))
+            end_of_warmup = warmup and ck.warm == W
+            if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
+                ck.save()
+            if STOP.is_set() and ck.n < total:
+                raise Interrupted(f"stopped after {ck.warm} warmup iterations and {ck.n} of {total} draws; "
+                                  f"progress saved in {ck.path}")
+    except KeyboardInterrupt:
+        ck.save()  # the last finished block; the one in flight is lost
+        raise
+    finally:
+        bar.close()
+    draws, stats = ck.joined()
+    return draws, stats, ck.seconds
+
+
+# ---- outputs -------------------------------------------------------------------------------------------------------
+def to_datatree(draws: dict, stats: dict, class_names=None):
+    """The draws and statistics as an ArviZ DataTree with named dims (:func:`renormpp.diagnostics.to_datatree`)."""
+    D = draws["overlap"].shape[-1]
+    names = list(class_names) if class_names is not None and len(class_names) == D else list(range(D))
+    return diagnostics.to_datatree(draws, sample_stats=stats, coords={"output": names, "output_": names})
+
+
+def comparison_markdown(ds) -> str:
+    """The :func:`~renormpp.diagnostics.compare` table as markdown: MC mean +- error, each theory and its z."""
+    methods = list(ds.theory.values)
+    head = "| quantity | MC | " + " | ".join(f"{t} | z" for t in methods) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(methods))]
+    for q in ds.quantity.values:
+        row = ds.sel(quantity=q)
+        pred, z = (row.prediction.sel(theory=t) for t in methods), (row.z.sel(theory=t) for t in methods)
+        cells = [f"{float(pp):.5g} | {float(zz):+.1f}" if np.isfinite(pp) else "– | –" for pp, zz in zip(pred, z)]
+        lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def save_figures(folder, ds, draws, dt, class_names) -> None:
+    import matplotlib.pyplot as plt
+
+    from .. import plots
+
+    for name, make in (("overlaps.png", lambda: plots.overlap_heatmaps(ds, class_names=class_names)),
+                       ("mc_analysis.png", lambda: plots.mc_analysis(draws["eps_g"])),
+                       ("trace.png", lambda: plots.trace(dt, var_names=["eps_g"]))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # already listed in comparison.md
+            fig = make()
+        fig = getattr(fig, "figure", fig)
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+
+
+def write_outputs(p, store: PointStore, fit, data, draws: dict, stats: dict, seconds: float, label: str) -> dict:
+    """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result."""
+    folder = store.folder
+    dt = to_datatree(draws, stats, data.class_names)
+    dt.to_netcdf(folder / "observables.nc")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", diagnostics.ShortRunWarning)
+        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=p.run.error_method)
+    ds.to_netcdf(folder / "comparison.nc")
+    ds.drop_vars(["a", "b"]).to_dataframe().to_csv(folder / "comparison.csv")
+    notes = sorted({str(w.message) for w in caught})
+    md = f"# {label}\n\n```\n{ds.attrs['summary']}\n```\n\n{comparison_markdown(ds)}\n"
+    if notes:
+        md += "\n" + "\n".join(f"* {n}" for n in notes) + "\n"
+    store.write("comparison.md", md)
+    save_figures(folder, ds, draws, dt, data.class_names)
+    e = ds.sel(quantity="eps_g")
+    return dict(
+        N1=p.model.N1, seed=p.run.seed, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
+        sampling_seconds=seconds, divergences=int(np.sum(stats["diverging"])),
+        accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
+        eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),
+        eps_g_theory={t: float(e.prediction.sel(theory=t)) for t in theory.METHODS},
+        reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"],
+    )
+

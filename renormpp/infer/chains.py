@@ -1,0 +1,105 @@
+"""Chains of a NumPyro kernel, run in compiled blocks of draws and continued from a state.
+
+This is what ``numpyro.infer.MCMC.run`` does (the same ``init``/``sample`` interface of the kernel, the same chain
+methods, the kernel's own ``postprocess_fn`` and sample field), for runs that stop between blocks to checkpoint or
+report progress: a block is compiled once per length (numpyro 0.22's ``MCMC.run`` recompiles its loop on every
+call, and every compilation keeps its memory maps: thousands of blocks would exhaust them). Divergences are checked
+on the host after each block, so no host callback runs inside the compiled loop.
+"""
+from __future__ import annotations
+
+import warnings
+from functools import partial
+from operator import attrgetter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer.mcmc import MCMCKernel
+
+
+class DivergenceWarning(RuntimeWarning):
+    """A chain made a divergent step (rejected: no draw is NaN)."""
+
+
+class Chains:
+    """``num_chains`` chains of ``kernel``; ``chain_method`` as NumPyro's ``MCMC``: "vectorized" (the kernel steps a
+    batch of chains) or "sequential" (one chain after the other, stacked).
+
+    >>> chains = Chains(Langevin(model, step_size=1e-3, observables=obs), num_chains=2, extra_fields=("diverging",))
+    >>> state = chains.init(key, num_warmup, X, Y, N1=100)
+    >>> state, draws, stats = chains.run(state, 500)     # draws and stats have axes (chain, draw, ...)
+    """
+
+    def __init__(self, kernel: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
+                 extra_fields=(), warn_divergences: bool = True):
+        if chain_method not in ("vectorized", "sequential"):
+            raise ValueError(f"chain_method must be 'vectorized' or 'sequential'; got {chain_method!r}")
+        if int(num_chains) != num_chains or num_chains < 1:
+            raise ValueError(f"num_chains must be a positive integer; got {num_chains!r}")
+        self.kernel, self.num_chains, self.chain_method = kernel, int(num_chains), chain_method
+        self.extra_fields = tuple(extra_fields)
+        self.warn_divergences = bool(warn_divergences)
+        self._block = None
+
+    def init(self, rng_key, num_warmup: int, *model_args, init_params=None, **model_kwargs):
+        """The initial state of every chain (leading axis: chain). ``init_params`` (one per chain, stacked)
+        replaces the kernel's initialization."""
+        keys = jax.random.split(rng_key, self.num_chains)
+        if self.chain_method == "vectorized":
+            state = self.kernel.init(keys, num_warmup, init_params, model_args, model_kwargs)
+        else:
+            parts = [self.kernel.init(k, num_warmup, None if init_params is None else
+                                      jax.tree_util.tree_map(lambda x, c=c: x[c], init_params), model_args, model_kwargs)
+                     for c, k in enumerate(keys)]
+            state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *parts)
+        self._compile(model_args, model_kwargs)
+        return state
+
+    def _compile(self, model_args, model_kwargs):
+        kernel, vectorized = self.kernel, self.chain_method == "vectorized"
+        post = kernel.postprocess_fn(model_args, model_kwargs)
+        post = jax.vmap(post) if vectorized else post
+        get_sample = attrgetter(kernel.sample_field)
+        fields = {f: attrgetter(f) for f in self.extra_fields}
+
+        @partial(jax.jit, static_argnums=1)
+        def block(state, n):
+            def step(st, _):
+                st = kernel.sample(st, model_args, model_kwargs)
+                return st, (post(get_sample(st)), {f: get(st) for f, get in fields.items()})
+            return jax.lax.scan(step, state, None, length=n)
+
+        self._block = block
+
+    def run(self, state, num_draws: int):
+        """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the kernel's sample field
+        and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...)."""
+        if self._block is None:
+            raise RuntimeError("call init first: it binds the model arguments and compiles the block")
+
+        def chain_first(tree):
+            return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x), 0, 1), tree)
+
+        if self.chain_method == "vectorized":
+            new, (draws, stats) = self._block(state, int(num_draws))
+            draws, stats = chain_first(draws), chain_first(stats)
+        else:
+            outs = [self._block(jax.tree_util.tree_map(lambda x, c=c: x[c], state), int(num_draws))
+                    for c in range(self.num_chains)]
+            new = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[o[0] for o in outs])
+            stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)  # noqa: E731
+            draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
+        if self.warn_divergences and "diverging" in stats:
+            self._check_divergences(state, stats["diverging"])
+        return new, draws, stats
+
+    def _check_divergences(self, state, diverging):
+        counts = np.asarray(diverging).reshape(self.num_chains, -1).sum(axis=1)
+        if counts.any():
+            step = getattr(state, "step_size", None)
+            step = f" at step_size={float(np.max(np.asarray(step))):.3g}" if step is not None else ""
+            warnings.warn(f"{int(counts.sum())} draw(s) of this block ({', '.join(map(str, counts))} per chain) made a "
+                          f"divergent step{step} (a NaN or inf potential or gradient; for NUTS, an energy error above "
+                          "its max_delta_energy). Divergent steps are rejected (no draw is NaN), but many of them mean "
+                          "the step is too large for the target: reduce it.", DivergenceWarning, stacklevel=3)

@@ -1,0 +1,235 @@
+r"""The network, defined once: the activation table, the NNGP kernel map of each activation, and the
+forward pass of equal-width networks of depth :math:`L \ge 1`.
+
+A network of depth L with D outputs (DESIGN.md "Notation"; the paper's network is L = 1):
+
+.. math::
+    h^{(1)} = \sigma\!\big(w^{(0)} x/\sqrt{N_0}\big),\qquad
+    h^{(\ell+1)} = \sigma\!\big(w^{(\ell)} h^{(\ell)}/\sqrt{N_1}\big),\qquad
+    f(x) = v\,h^{(L)}(x)/\sqrt{N_1},
+
+with :math:`w^{(0)} \in \mathbb R^{N_1\times N_0}`, :math:`w^{(\ell)} \in \mathbb R^{N_1\times N_1}` and
+:math:`v \in \mathbb R^{D\times N_1}`. The weight sites are named ``w`` at depth 1 (the paper's network) and
+``w0 … w{L-1}`` at depth L > 1 (:func:`layer_sites`); optional hidden biases ``b`` (``b0 …``) add to the
+pre-activations and an output bias ``c`` to f.
+
+Every activation is one :class:`Activation` in :data:`ACTIVATIONS`: its JAX function (used by the models,
+observables and the readout), its NNGP kernel map :math:`\kappa(C_{11}, C_{22}, C_{12}) = \mathbb E[\sigma(h_1)
+\sigma(h_2)]` for :math:`(h_1, h_2) \sim \mathcal N(0, C)` (paper Eq. (2); closed form, or Gauss-Hermite
+quadrature when there is none), and whether it is odd (the paper's effective action, Eq. (1), holds for odd
+activations). Adding an activation is one entry. Closed forms, with :math:`\cos\theta = C_{12}/\sqrt{C_{11}C_{22}}`:
+
+* erf:    :math:`\kappa = \frac{2}{\pi}\arcsin\frac{2C_{12}}{\sqrt{(1+2C_{11})(1+2C_{22})}}`
+* relu:   :math:`\kappa = \frac{\sqrt{C_{11}C_{22}}}{2\pi}(\sin\theta + (\pi-\theta)\cos\theta)`
+* linear: :math:`\kappa = C_{12}`
+
+They are evaluated with ``arctan2`` of a sine computed from a determinant, which stays accurate near
+:math:`x = \pm x'` where ``arcsin``/``arccos`` lose half the digits (neural-tangents' ``stax.Erf``/``stax.Relu``).
+"""
+from __future__ import annotations
+
+import re
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+
+# ---- kernel maps -----------------------------------------------------------------------------------------------
+def _kappa_erf(c11, c22, c12):
+    # arcsin(u) with u = 2 c12 / sqrt(a b) equals arctan2(2 c12, sqrt(a b - 4 c12^2));
+    # a b - 4 c12^2 >= 0 by Cauchy-Schwarz and is exact (1 + 4 c11) on the diagonal.
+    ab = (1.0 + 2.0 * c11) * (1.0 + 2.0 * c22)
+    return (2.0 / np.pi) * np.arctan2(2.0 * c12, np.sqrt(np.maximum(ab - 4.0 * c12**2, 0.0)))
+
+
+def _kappa_relu(c11, c22, c12):
+    # sqrt(c11 c22) sin(theta) from the determinant; theta by arctan2 (exact at theta = 0, pi)
+    sin_norm = np.sqrt(np.maximum(c11 * c22 - c12**2, 0.0))
+    theta = np.arctan2(sin_norm, c12)
+    return (sin_norm + (np.pi - theta) * c12) / (2.0 * np.pi)
+
+
+def _kappa_linear(c11, c22, c12):
+    return np.broadcast_arrays(c11, c22, c12)[2].astype(np.float64, copy=True)
+
+
+def x64_context():
+    """Local float64 for JAX code run on the host (never flips the global flag)."""
+    try:
+        return jax.enable_x64(True)
+    except AttributeError:  # pragma: no cover - older jax
+        return nullcontext()
+
+
+def gauss_hermite_kappa(fn: Callable, c11, c22, c12, order: int = 64, chunk: int = 2**22):
+    r""":math:`\mathbb E[\sigma(h_1)\sigma(h_2)]` for :math:`(h_1,h_2)\sim\mathcal N(0,C)` by quadrature.
+
+    Writes :math:`h_1 = \sqrt{C_{11}}\,z_1`, :math:`h_2 = \sqrt{C_{22}}(\rho z_1 + \sqrt{1-\rho^2}z_2)`
+    with :math:`\rho = C_{12}/\sqrt{C_{11}C_{22}}` and integrates :math:`z_1, z_2 \sim \mathcal N(0,1)`
+    on a tensor grid of ``order`` probabilists' Gauss-Hermite nodes each, at a cost of ``order**2``
+    activation calls per pair. Exact for polynomial activations of degree < 2 ``order``. For
+    saturating ones the nodes must resolve the scale :math:`1/\sqrt{C}`: for erf the error is about
+    2e-5 at ``order=48`` and 1e-8 at ``order=96`` for :math:`C \approx 1`, and 100 times larger at
+    :math:`C \approx 4`. Activations with a kink (relu) converge only algebraically (~1e-3).
+    Arguments broadcast against each other; ``fn`` must act elementwise on float64 arrays.
+    """
+    c11, c22, c12 = np.broadcast_arrays(*(np.asarray(c, dtype=np.float64) for c in (c11, c22, c12)))
+    shape = c12.shape
+    c11, c22, c12 = c11.ravel(), c22.ravel(), c12.ravel()
+    z, wts = np.polynomial.hermite_e.hermegauss(order)
+    wts = wts / wts.sum()
+    s1, s2 = np.sqrt(c11), np.sqrt(c22)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(s1 * s2 > 0, c12 / (s1 * s2), 0.0)
+    rho = np.clip(rho, -1.0, 1.0)
+    rho_c = np.sqrt(1.0 - rho**2)
+    out = np.empty(c12.size)
+    step = max(1, chunk // (order * order))
+
+    def act(h):
+        return np.asarray(fn(h), dtype=np.float64)
+
+    with x64_context():
+        for lo in range(0, c12.size, step):
+            sl = slice(lo, lo + step)
+            f1 = act(s1[sl, None] * z[None, :])  # (n, order) over z1
+            h2 = s2[sl, None, None] * (rho[sl, None, None] * z[None, :, None]
+                                        + rho_c[sl, None, None] * z[None, None, :])
+            f2 = act(h2) @ wts  # (n, order) over z1, integrated over z2
+            out[sl] = np.einsum("nk,nk,k->n", f1, f2, wts)
+    return out.reshape(shape)
+
+
+def _odd_on_grid(fn: Callable, lo: float = -6.0, hi: float = 6.0, n: int = 257) -> bool:
+    """sigma(-h) = -sigma(h) on a grid (for activations given as functions)."""
+    h = np.linspace(lo, hi, n)
+    with x64_context():
+        a = np.asarray(fn(h), dtype=np.float64)
+        b = np.asarray(fn(-h), dtype=np.float64)
+    return bool(np.allclose(a, -b, rtol=1e-10, atol=1e-12 * (1.0 + np.abs(a).max())))
+
+
+# ---- the activation table --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Activation:
+    """One activation: its name, JAX function, NNGP kernel map and parity.
+
+    ``kappa(c11, c22, c12)`` is the closed-form kernel map on float64 numpy arrays, or None: then
+    :meth:`kernel_map` integrates ``np_fn`` (or ``fn`` in float64) by Gauss-Hermite quadrature.
+    """
+
+    name: str
+    fn: Callable
+    odd: bool
+    kappa: Callable | None = None
+    np_fn: Callable | None = None
+
+    @property
+    def closed_form(self) -> bool:
+        return self.kappa is not None
+
+    def kernel_map(self, c11, c22, c12, order: int = 64) -> np.ndarray:
+        r""":math:`\mathbb E[\sigma(h_1)\sigma(h_2)]`, :math:`(h_1, h_2) \sim \mathcal N(0, C)`, elementwise, float64."""
+        if self.kappa is not None:
+            return self.kappa(*(np.asarray(c, dtype=np.float64) for c in (c11, c22, c12)))
+        return gauss_hermite_kappa(self.np_fn or self.fn, c11, c22, c12, order=order)
+
+    def __call__(self, h):
+        return self.fn(h)
+
+
+#: The named activations. Adding one is one entry here (give ``kappa`` if the kernel map has a closed form).
+ACTIVATIONS: dict[str, Activation] = {a.name: a for a in (
+    Activation("erf", jax.scipy.special.erf, odd=True, kappa=_kappa_erf),
+    Activation("relu", jax.nn.relu, odd=False, kappa=_kappa_relu),
+    Activation("linear", lambda h: h, odd=True, kappa=_kappa_linear),
+    Activation("tanh", jnp.tanh, odd=True, np_fn=np.tanh),
+)}
+
+ActivationLike = Union[str, Callable, Activation]
+
+
+def get_activation(activation: ActivationLike) -> Activation:
+    """The :class:`Activation` of a name in :data:`ACTIVATIONS`, or of an elementwise function (kernel map by
+    quadrature, parity checked on a grid); an :class:`Activation` is returned as it is."""
+    if isinstance(activation, Activation):
+        return activation
+    if isinstance(activation, str) and activation in ACTIVATIONS:
+        return ACTIVATIONS[activation]
+    if callable(activation):
+        name = getattr(activation, "__name__", None) or type(activation).__name__
+        return Activation(name, activation, odd=_odd_on_grid(activation))
+    raise ValueError(
+        f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))} "
+        "or pass an elementwise function (its kernel is integrated by Gauss-Hermite quadrature)"
+    )
+
+
+def activation_name(activation: ActivationLike) -> str:
+    """A name to show or store: the table's name, or the function's name."""
+    return get_activation(activation).name
+
+
+# ---- the forward pass ------------------------------------------------------------------------------------------
+def layer_sites(depth: int) -> tuple[str, ...]:
+    """Names of the hidden weight sites: ``("w",)`` at depth 1 (the paper's network), else ``("w0", …, "w{L-1}")``."""
+    if int(depth) != depth or depth < 1:
+        raise ValueError(f"depth must be a positive integer; got {depth!r}")
+    return ("w",) if depth == 1 else tuple(f"w{ell}" for ell in range(depth))
+
+
+def bias_sites(depth: int) -> tuple[str, ...]:
+    """Names of the hidden bias sites, matching :func:`layer_sites`: ``("b",)`` or ``("b0", …)``."""
+    return tuple("b" + name[1:] for name in layer_sites(depth))
+
+
+_DEEP = re.compile(r"w(\d+)$")
+
+
+def depth_of(params: dict) -> int:
+    """The depth of a draw ``params`` from its weight sites (``w``, or ``w0 … w{L-1}``)."""
+    if "w" in params:
+        return 1
+    depth = sum(1 for k in params if _DEEP.match(k))
+    if depth == 0 or any(f"w{ell}" not in params for ell in range(depth)):
+        raise ValueError(f"params must hold the hidden weights 'w' or 'w0', 'w1', …; got sites {sorted(params)}")
+    return depth
+
+
+def hidden(params: dict, X, activation: ActivationLike = "erf"):
+    r"""Features of the last hidden layer :math:`h^{(L)}(X)`, shape (P, N1), of one draw ``params``.
+
+    Each layer is :math:`\sigma(h W^\top/\sqrt{\text{fan-in}} [+ b])`; ``params`` holds ``w`` (``w0 …``) and
+    optionally ``b`` (``b0 …``), as :func:`layer_sites` and :func:`bias_sites` name them.
+    """
+    act = get_activation(activation).fn
+    depth = depth_of(params)
+    h = X
+    for w_name, b_name in zip(layer_sites(depth), bias_sites(depth)):
+        w = params[w_name]
+        h = h @ jnp.swapaxes(w, -1, -2) / np.sqrt(w.shape[-1])
+        if b_name in params:
+            h = h + params[b_name]
+        h = act(h)
+    return h
+
+
+def forward(params: dict, X, activation: ActivationLike = "erf"):
+    r"""Network outputs :math:`f(X) = v\,h^{(L)}(X)/\sqrt{N_1}\,[+\,c]` of shape (P, D) for one draw ``params``."""
+    v = params["v"]
+    f = hidden(params, X, activation) @ v.T / np.sqrt(v.shape[-1])
+    if "c" in params:
+        f = f + params["c"]
+    return f
+
+
+def check_width(N1) -> int:
+    """``N1`` as an int if it is a positive integer; otherwise a ValueError."""
+    if isinstance(N1, bool) or not isinstance(N1, (int, np.integer, float)) or int(N1) != N1 or N1 < 1:
+        raise ValueError(f"N1 must be a positive integer (hidden units); got {N1!r}")
+    return int(N1)

@@ -1,0 +1,104 @@
+"""The package's layers (docs/architecture.md): no import circle, and each module imports only the layers below it.
+
+The imports are read from the source with ``ast`` (at module level and inside functions alike), so a lazy import
+inside a function counts as much as one at the top."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "renormpp"
+
+#: what each part may import from renormpp (docs/architecture.md, "Layers"); a part is a module or a sub-package
+ALLOWED = {
+    "_checks": set(), "_compat": set(), "network": set(), "datasets": set(), "mcmc": set(),
+    "kernels": {"_checks", "network"},
+    "readout": {"network"},
+    "observables": {"network"},
+    "models": {"_checks", "network", "readout"},
+    "theory": {"_checks", "kernels", "network"},
+    "infer": {"mcmc"},
+    "diagnostics": {"theory", "models", "observables"},
+    "plots": {"diagnostics", "theory"},
+    "baselines": {"_checks", "datasets", "network", "theory"},
+    "experiments": {"datasets", "diagnostics", "infer", "models", "network", "observables", "plots", "readout",
+                    "theory"},
+    "cli": {"experiments"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Modules of renormpp that ``path`` imports (``from .x import y`` counts as renormpp.x, or renormpp.x.y where
+    y is a module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "renormpp":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                is_module = (ROOT.parent / sub.replace(".", "/")).with_suffix(".py").exists() or \
+                    (ROOT.parent / sub.replace(".", "/")).is_dir()
+                found.add(sub if is_module else target)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "renormpp"}
+    return found - {name}
+
+
+GRAPH = {module_name(p): imports(p) for p in ROOT.rglob("*.py")}
+
+
+def part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_no_import_circle():
+    """Depth-first search for a cycle among the package's modules (a package's __init__ counts as a module)."""
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for d in sorted(GRAPH.get(m, ())):
+            if d.startswith(m + "."):  # a package importing its own submodules is not a circle
+                continue
+            if state.get(d) == "open":
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if part(m)))
+def test_each_module_imports_only_the_layers_below(module):
+    own = part(module)
+    assert own in ALLOWED, f"{module}: add its part {own!r} to the layers of docs/architecture.md and ALLOWED"
+    outside = {part(d) for d in GRAPH[module] if part(d) != own} - ALLOWED[own]
+    assert not outside, f"{module} imports {sorted(outside)}, which the layer {own!r} may not (docs/architecture.md)"
+
+
+def test_the_checker_sees_a_circle_and_a_layer_violation(tmp_path, monkeypatch):
+    """The checks above can fail: a fake graph with models <-> readout is caught, and so is network importing theory."""
+    monkeypatch.setitem(GRAPH, "renormpp.readout", GRAPH["renormpp.readout"] | {"renormpp.models"})
+    with pytest.raises(AssertionError, match="import circle: renormpp.models -> renormpp.readout -> renormpp.models"):
+        test_no_import_circle()
+    monkeypatch.setitem(GRAPH, "renormpp.network", {"renormpp.theory"})
+    with pytest.raises(AssertionError, match="renormpp.network imports \\['theory'\\]"):
+        test_each_module_imports_only_the_layers_below("renormpp.network")
