@@ -24,6 +24,7 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/theory_speed.py
 	$(PY) benchmarks/sampler.py
+	$(PY) benchmarks/load.py
 
 clean:
 	rm -rf $(VENV) renormpp-demo .pytest_cache

@@ -35,6 +35,10 @@ class ShortRunWarning(RuntimeWarning):
     """The series is too short (too few independent samples) for the error estimate to hold."""
 
 
+class FrozenChainWarning(ShortRunWarning):
+    """A chain did not move: every draw after the thermalization cut has the same value."""
+
+
 @dataclass(frozen=True)
 class ErrorEstimate:
     """Mean of a series and the standard error of that mean, with the integrated autocorrelation time.
@@ -124,6 +128,23 @@ def _apply_cut(series, cut) -> tuple[np.ndarray, int]:
     return x[:, cut:], cut
 
 
+def _frozen(x: np.ndarray, method: str) -> list[int]:
+    """The chains of ``x`` (chain, draw) whose draws are all equal, with a :class:`FrozenChainWarning` if any."""
+    stuck = [c for c in range(x.shape[0]) if np.ptp(x[c]) == 0]
+    if stuck:
+        warnings.warn(f"{method}: chain(s) {stuck} of {x.shape[0]} did not move (every draw after the thermalization "
+                      "cut has the same value). A stuck chain (e.g. a step too large for its Metropolis test: "
+                      "acceptance 0) does not sample the posterior, and no error bar holds: check the acceptance, "
+                      "reduce the step.", FrozenChainWarning, stacklevel=3)
+    return stuck
+
+
+def _no_error(x: np.ndarray, cut: int, method: str) -> "ErrorEstimate":
+    """Every chain is frozen: the mean, and no error (NaN), unreliable."""
+    nan = float("nan")
+    return ErrorEstimate(float(x.mean()), nan, nan, nan, int(x.size), cut, method, False, dict(frozen=True))
+
+
 def _short(method: str, n_eff: float, what: str) -> bool:
     if n_eff >= MIN_EFFECTIVE:
         return True
@@ -157,11 +178,15 @@ def blocking(series, cut="auto") -> ErrorEstimate:
     the chain means are combined.
     """
     x, cut = _apply_cut(series, cut)
+    stuck = _frozen(x, "blocking")
+    if len(stuck) == x.shape[0]:
+        return _no_error(x, cut, "blocking")
     n = x.shape[1]
-    curves, errors, reliable = [], [], True
+    curves, errors, reliable = [], [], not stuck
     for chain in x:
         sizes, var_mean, n_blocks = _blocking_curve(chain)
-        ratio = var_mean / var_mean[0]
+        with np.errstate(divide="ignore", invalid="ignore"):  # a frozen chain: 0 / 0
+            ratio = var_mean / var_mean[0]
         ok = sizes**3 > 2 * n * ratio**2
         if ok.any():
             k = int(np.argmax(ok))
@@ -206,10 +231,11 @@ def gamma_method(series, cut="auto", S: float = 1.5) -> ErrorEstimate:
     ``rho`` (normalized autocorrelation up to 2W for plotting). Returned ``tau_int`` is :math:`2\tau_W`.
     """
     x, cut = _apply_cut(series, cut)
+    stuck = _frozen(x, "gamma_method")
     N = x.size
     gamma = _autocovariance(x)
-    if gamma[0] <= 0:  # constant series
-        return ErrorEstimate(float(x.mean()), 0.0, 1.0, 0.0, N, cut, "gamma", True, dict(window=0, rho=np.ones(1)))
+    if len(stuck) == x.shape[0] or gamma[0] <= 0:
+        return _no_error(x, cut, "gamma")
     rho = gamma / gamma[0]
     window, tau_w, found = _wolff_window(rho, N, S)
     if not found:
@@ -218,7 +244,7 @@ def gamma_method(series, cut="auto", S: float = 1.5) -> ErrorEstimate:
     tau_int = tau_w[window - 1] * (1 + (2 * window + 1) / N)
     error = float(np.sqrt(2 * tau_int * gamma[0] / N))
     dtau = 2 * tau_int * np.sqrt(max(window + 0.5 - tau_int, 0.0) / N)
-    reliable = _short("gamma_method", N / (2 * tau_int), f"{N} draws, tau_int = {2 * tau_int:.1f}")
+    reliable = _short("gamma_method", N / (2 * tau_int), f"{N} draws, tau_int = {2 * tau_int:.1f}") and not stuck
     return ErrorEstimate(mean=float(x.mean()), error=error, tau_int=float(2 * tau_int), tau_int_error=float(2 * dtau),
                          n=N, cut=cut, method="gamma", reliable=reliable,
                          details=dict(window=int(window), rho=rho[: 2 * window + 1], S=S))
@@ -230,10 +256,13 @@ def ess_error(series, cut="auto") -> ErrorEstimate:
     from arviz_stats import ess
 
     x, cut = _apply_cut(series, cut)
+    stuck = _frozen(x, "ess_error")
+    if len(stuck) == x.shape[0]:
+        return _no_error(x, cut, "ess")
     n_eff = float(ess(x, method="mean"))
     tau = x.size / n_eff
     var = np.var(x, ddof=1)
-    reliable = _short("ess_error", n_eff, f"{x.size} draws")
+    reliable = _short("ess_error", n_eff, f"{x.size} draws") and not stuck
     return ErrorEstimate(mean=float(x.mean()), error=float(np.sqrt(var / n_eff)), tau_int=float(tau),
                          tau_int_error=float("nan"), n=int(x.size), cut=cut, method="ess", reliable=reliable,
                          details=dict(ess=n_eff))
@@ -299,6 +328,96 @@ def _observable_draws(source, fit, X_test, Y_test) -> dict:
     raise ValueError(f"found sites {sorted(samples)}; need 'eps_g' and 'overlap' (recorded observables) or 'w' and 'v'")
 
 
+# ---- did the sampler work? ---------------------------------------------------------------------------------
+#: a chain whose mean acceptance (after the warmup) is below this hardly moves: it fails the health check
+MIN_ACCEPT_PROB = 0.1
+#: a chain with more than this fraction of draws that made a divergent step fails the health check
+MAX_DIVERGENT_FRACTION = 0.01
+#: a theory "agrees" with the sampled mean where |z| is below this (and the error bar is reliable)
+Z_AGREE = 3.0
+
+
+class SamplerWarning(RuntimeWarning):
+    """The sampler failed: a chain froze, hardly accepted its moves, or diverged; its draws are not the posterior."""
+
+
+@dataclass(frozen=True)
+class SamplerHealth:
+    """Per-chain acceptance and divergence fraction (None where not recorded), the frozen chains, and the verdict:
+    ``ok`` unless a chain froze, its mean acceptance is below :data:`MIN_ACCEPT_PROB`, or more than
+    :data:`MAX_DIVERGENT_FRACTION` of its draws diverged; ``problems`` says which."""
+
+    ok: bool
+    problems: tuple = ()
+    accept_prob: np.ndarray | None = None
+    divergent_fraction: np.ndarray | None = None
+    frozen: tuple = ()
+
+
+def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True) -> SamplerHealth:
+    """Check the sampler statistics ``stats`` (``accept_prob`` and/or ``diverging``, axes (chain, draw), after the
+    warmup) and an observable ``series`` (chain, draw) that a moving chain changes; a :class:`SamplerWarning` lists
+    the problems."""
+    stats = stats or {}
+    problems = []
+    acc = div = None
+    if "accept_prob" in stats:
+        acc = np.asarray(stats["accept_prob"], dtype=float).reshape(np.shape(stats["accept_prob"])[0], -1).mean(axis=1)
+        low = [c for c, a in enumerate(acc) if a < MIN_ACCEPT_PROB]
+        if low:
+            problems.append(f"chain(s) {low} accepted {', '.join(f'{acc[c]:.3f}' for c in low)} of their moves (below "
+                            f"{MIN_ACCEPT_PROB}): the step is too large for the Metropolis test")
+    if "diverging" in stats:
+        d = np.asarray(stats["diverging"], dtype=bool)
+        div = d.reshape(d.shape[0], -1).mean(axis=1)
+        bad = [c for c, f in enumerate(div) if f > MAX_DIVERGENT_FRACTION]
+        if bad:
+            problems.append(f"chain(s) {bad} diverged in {', '.join(f'{div[c]:.0%}' for c in bad)} of their draws "
+                            f"(more than {MAX_DIVERGENT_FRACTION:.0%}): the step is too large")
+    frozen = ()
+    if series is not None:
+        x = np.asarray(series, dtype=float)
+        x = x.reshape(x.shape[0], -1) if x.ndim > 1 else x[None]
+        frozen = tuple(c for c in range(x.shape[0]) if np.ptp(x[c]) == 0)
+        if frozen:
+            problems.append(f"chain(s) {list(frozen)} did not move: every draw is the same")
+    if problems and warn:
+        warnings.warn("the sampler failed, its draws are not samples of the posterior: " + "; ".join(problems),
+                      SamplerWarning, stacklevel=2)
+    return SamplerHealth(not problems, tuple(problems), acc, div, frozen)
+
+
+def verdict(z: float, delta: float, reliable: bool) -> str:
+    """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict."""
+    if not np.isfinite(delta) and not np.isfinite(z):
+        return "does not apply"
+    if not np.isfinite(z) or not reliable:
+        return "no verdict: the error bar does not hold"
+    if abs(z) < Z_AGREE:
+        return f"agrees (z = {z:+.1f})"
+    return f"deviates by {delta:.2%} at z = {z:+.1f}"
+
+
+def _sampler_stats(source) -> tuple[dict | None, str | None]:
+    """The sampler statistics and a description of the sampler, where ``source`` has them."""
+    if hasattr(source, "get_samples"):  # numpyro MCMC: the extra fields it collected
+        extra = source.get_extra_fields(group_by_chain=True)
+        stats = {k: np.asarray(extra[k]) for k in ("accept_prob", "diverging") if k in extra}
+        kernel, state = source.sampler, source.last_state
+        if hasattr(kernel, "describe"):
+            text = kernel.describe(state)
+        else:
+            step = getattr(getattr(state, "adapt_state", None), "step_size", None)
+            text = type(kernel).__name__ + (f", step_size={float(np.mean(np.asarray(step))):.3g}" if step is not None
+                                            else "")
+        return stats or None, text
+    groups = getattr(source, "children", {})
+    if "sample_stats" in groups:
+        st = source["sample_stats"]
+        return {k: np.asarray(st[k].values) for k in ("accept_prob", "diverging") if k in st.data_vars}, None
+    return None, None
+
+
 # ---- theory against sampling ------------------------------------------------------------------------------
 def theory_fit(fit, method: str, **changes):
     """``fit.refit(method, **changes)``, or None where that theory does not apply: a one-loop Q that is
@@ -311,7 +430,8 @@ def theory_fit(fit, method: str, **changes):
     return th if th.converged else None
 
 
-def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto"):
+def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto",
+            sampler: str | None = None):
     r"""Sampled generalization loss and readout overlaps against the three theory predictions.
 
     Parameters
@@ -324,13 +444,19 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     X_test, Y_test : the test set of the theory's generalization loss.
     method : error of the MC mean: ``"gamma"``, ``"blocking"`` or ``"ess"``. cut : thermalization cut
         (``"auto"`` or a number of draws per chain).
+    sampler : a description of the sampler and its step, shown in the summary (taken from an MCMC's kernel if
+        not given), so that a reader can judge a biased sampler (ULA at a large step) that its own error bars
+        cannot show.
 
     Returns
     -------
     xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (exact,
     one_loop, infinite_width): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
-    ``z`` = (MC - TH) / MC error and ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
-    eq:supp:discrep). ``attrs["summary"]`` is a short text summary (:func:`summary`).
+    ``z`` = (MC - TH) / MC error, ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
+    eq:supp:discrep) and ``verdict`` (:func:`verdict`: agrees where :math:`|z| <` :data:`Z_AGREE`).
+    ``attrs``: ``sampler`` (the description), ``sampler_ok`` and ``sampler_problems`` (:func:`sampler_health`
+    of the recorded acceptance, divergences, and the draws of eps_g), and ``summary`` (:func:`summary`).
+    Where the sampler failed, every verdict is "no verdict: the sampler failed".
     """
     import xarray as xr
 
@@ -340,6 +466,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
         raise ValueError(f"the samples have D={D} outputs but the fit has D={fit.D}")
     if X_test is None or Y_test is None:
         raise ValueError("give X_test and Y_test: the theory's generalization loss needs the test set")
+    stats, described = _sampler_stats(samples_or_datatree)
+    health = sampler_health(stats, obs["eps_g"])
     pairs = [(a, b) for a in range(D) for b in range(a, D)]
     series = [obs["eps_g"]] + [obs["overlap"][..., a, b] for a, b in pairs]
     names = ["eps_g"] + [f"overlap[{a},{b}]" for a, b in pairs]
@@ -358,38 +486,47 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (mc[:, None] - pred) / err[:, None]
         delta = np.abs(mc[:, None] - pred) / np.abs(pred)
+    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable) if health.ok or not np.isfinite(pred[i, j])
+                 else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
     ds = xr.Dataset(
         dict(mc_mean=("quantity", mc), mc_error=("quantity", err),
              tau_int=("quantity", [e.tau_int for e in estimates]),
-             reliable=("quantity", [e.reliable for e in estimates]),
+             reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
-             delta=(("quantity", "theory"), delta)),
+             delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object))),
         coords=dict(quantity=names, theory=list(theory.METHODS),
                     a=("quantity", [-1] + [a for a, _ in pairs]), b=("quantity", [-1] + [b for _, b in pairs])),
         attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
-                   error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n)),
+                   error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n),
+                   sampler=sampler or described or "not given", sampler_ok=int(health.ok),
+                   sampler_problems="; ".join(health.problems)),
     )
     ds.attrs["summary"] = summary(ds)
     return ds
 
 
 def summary(ds) -> str:
-    """A few lines: the MC generalization loss against each theory, and the worst overlap z-scores."""
+    """A few lines: the sampler, the MC generalization error against each theory with its verdict, and the worst
+    overlap z-scores."""
     e = ds.sel(quantity="eps_g")
     lines = [f"N1={ds.attrs['N1']:g}, P={ds.attrs['P']}, D={ds.attrs['D']}, T={ds.attrs['T']:g}: "
              f"{ds.attrs['draws']} draws after a cut of {ds.attrs['cut']} per chain, errors by {ds.attrs['error_method']}",
-             f"eps_g  MC {float(e.mc_mean):.5g} +- {float(e.mc_error):.2g}"]
-    for th in theory.METHODS:
+             f"sampler: {ds.attrs.get('sampler', 'not given')}"]
+    if not ds.attrs.get("sampler_ok", 1):
+        lines.append(f"SAMPLER FAILED: {ds.attrs['sampler_problems']}. The draws are not the posterior; nothing "
+                     "below is a comparison.")
+    lines.append(f"eps_g  MC {float(e.mc_mean):.5g} +- {float(e.mc_error):.2g}")
+    for th in ds.theory.values:
         p = float(e.prediction.sel(theory=th))
-        lines.append(f"   {th:15s} {p:.5g}  z = {float(e.z.sel(theory=th)):+.1f}  Delta = {float(e.delta.sel(theory=th)):.2%}"
-                     if np.isfinite(p) else f"   {th:15s} (does not apply: non-odd activation, or a one-loop Q that is not positive definite)")
+        lines.append(f"   {th:15s} {p:.5g}  {e.verdict.sel(theory=th).item()}" if np.isfinite(p) else
+                     f"   {th:15s} (does not apply: non-odd activation, or a one-loop Q that is not positive definite)")
     ov = ds.sel(quantity=ds.quantity[1:])
     for th in ("exact", "infinite_width"):
         zs = np.abs(ov.z.sel(theory=th).values)
         if not np.isfinite(zs).any():
             continue
         lines.append(f"overlaps vs {th}: max |z| = {np.nanmax(zs):.1f} over {zs.size} entries, "
-                     f"{np.mean(zs < 2):.0%} within 2 sigma")
+                     f"{np.mean(zs < Z_AGREE):.0%} agree (|z| < {Z_AGREE:g})")
     if not bool(ds.reliable.all()):
-        lines.append("WARNING: some series are too short for their error estimate (see ds.reliable)")
+        lines.append("WARNING: some error bars do not hold (see ds.reliable: a run too short, or a frozen chain)")
     return "\n".join(lines)

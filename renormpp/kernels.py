@@ -20,17 +20,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ._checks import positive
+from ._checks import matrix, positive
 from .network import ActivationLike, get_activation
 
 
 def _as_inputs(X, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-d array (n, N0); got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or inf; clean or impute the inputs first")
-    return X
+    return matrix(X, name, "n", "N0 features")
 
 
 def hidden_lambdas(lambda0: float | Sequence[float], depth: int = 1) -> tuple[float, ...]:

@@ -12,6 +12,7 @@ Plates name the axes, so that ``arviz.from_numpyro`` labels them (:data:`DIMS`):
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -23,6 +24,17 @@ from .network import ActivationLike, check_width, forward, get_activation
 #: Named dimensions of each site, for ArviZ (``rp.diagnostics.to_datatree`` and ``az.from_numpyro``).
 DIMS = {"w": ["hidden", "input"], "v": ["output", "hidden"], "b": ["hidden"], "c": ["output"],
         "y": ["data", "output"], "f": ["data", "output"]}
+
+
+def _data(A, name: str):
+    """Inputs or labels as an array (nested lists are converted); NaN or inf refused where the values are known
+    (not under a jit of the model's arguments)."""
+    if not hasattr(A, "ndim"):
+        A = np.asarray(A, dtype=float)
+    if not isinstance(A, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(A))):
+        bad = int(np.size(A) - np.count_nonzero(np.isfinite(np.asarray(A))))
+        raise ValueError(f"{name} contains {bad} NaN or inf entries; remove or impute them first")
+    return A
 
 
 class _Plates:
@@ -64,6 +76,8 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", 
         kernel, record :func:`renormpp.readout.rao_blackwell` observables, and draw v given w with
         :func:`renormpp.readout.sample_readout` where v itself is needed. Needs Y, and no output bias.
     """
+    X = _data(X, "X")
+    Y = None if Y is None else _data(Y, "Y")
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-d array (P, N0); got shape {X.shape}")
     P, N0 = X.shape

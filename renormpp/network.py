@@ -201,6 +201,14 @@ def depth_of(params: dict) -> int:
     return depth
 
 
+def check_input_width(params: dict, X, name: str = "X") -> None:
+    """A ValueError unless the rows of ``X`` have as many features as the first layer of ``params`` takes."""
+    w = params[layer_sites(depth_of(params))[0]]
+    if X.shape[-1] != w.shape[-1]:
+        raise ValueError(f"{name} has {X.shape[-1]} features per row but the network's first layer takes N0 = "
+                         f"{w.shape[-1]} inputs; give inputs of the training data's width")
+
+
 def hidden(params: dict, X, activation: ActivationLike = "erf"):
     r"""Features of the last hidden layer :math:`h^{(L)}(X)`, shape (P, N1), of one draw ``params``.
 

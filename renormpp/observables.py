@@ -20,20 +20,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .network import ActivationLike, forward
+from ._checks import data_pair
+from .network import ActivationLike, check_input_width, forward
 
 #: Named dimensions of the recorded observables, for ``arviz.from_numpyro(mcmc, dims=DIMS)``.
 DIMS = {"overlap": ["output", "output_"], "eps_g": []}
 
 
+def check_outputs(params: dict, Y, name: str = "Y_test") -> None:
+    """A ValueError unless the labels have as many columns as the network's readout v has outputs."""
+    if "v" in params and params["v"].shape[0] != Y.shape[-1]:
+        raise ValueError(f"{name} has D = {Y.shape[-1]} outputs but the network's readout v has {params['v'].shape[0]}")
+
+
 def eps_g(X_test, Y_test, activation: ActivationLike = "erf") -> Callable:
     """The generalization error of one draw: the mean over the test set of ||y0 - f(x0)||^2."""
-    X_test = jnp.asarray(X_test)
-    Y_test = jnp.asarray(Y_test)
-    if X_test.ndim != 2 or Y_test.ndim != 2 or X_test.shape[0] != Y_test.shape[0]:
-        raise ValueError(f"X_test (P0, N0) and Y_test (P0, D) must have the same rows; got {X_test.shape}, {Y_test.shape}")
+    X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
     def fn(params):
+        check_input_width(params, X_test, "X_test")
+        check_outputs(params, Y_test)
         return jnp.mean(jnp.sum((Y_test - forward(params, X_test, activation)) ** 2, axis=-1))
 
     return fn

@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve
 
-from .network import ActivationLike, hidden
+from ._checks import data_pair
+from .network import ActivationLike, check_input_width, hidden
 
 
 class Conditional(NamedTuple):
@@ -112,9 +113,12 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
     A drop-in for :func:`renormpp.observables.default` (same names and shapes, the same expectations, less
     variance), for any sampler: ``Langevin(..., observables=fn)`` or ``observables.evaluate(fn, samples)``.
     """
-    X, Y, X_test, Y_test = (jnp.asarray(a) for a in (X, Y, X_test, Y_test))
+    X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
+    X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
     def fn(params):
+        check_input_width(params, X_test, "X_test")
+        check_input_width(params, X, "X")
         if "c" in params:
             raise ValueError("rao_blackwell covers networks without an output bias c (the paper's); use "
                              "observables.default for a model with bias=True")
@@ -133,9 +137,10 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "er
     ``HMCGibbs(NUTS(one_hidden_layer), gibbs_fn=gibbs_fn(X, Y, T=T, lambda1=lambda1), gibbs_sites=["v"])``, and for
     the ``gibbs_fn`` of :class:`renormpp.infer.Langevin` and :class:`renormpp.infer.KineticLangevin`.
     """
-    X, Y = jnp.asarray(X), jnp.asarray(Y)
+    X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
 
     def update(rng_key, gibbs_sites, hmc_sites):
+        check_input_width(hmc_sites, X)
         if "c" in hmc_sites:
             raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
                              "this conditional; sample v with w for a model with bias=True")

@@ -38,7 +38,7 @@ import scipy.linalg
 import scipy.optimize
 
 from . import kernels
-from ._checks import positive as _positive
+from ._checks import data_pair, matrix, positive as _positive, positive_int
 from .network import ActivationLike, get_activation
 
 METHODS = ("exact", "one_loop", "infinite_width")
@@ -51,20 +51,6 @@ class ConvergenceWarning(RuntimeWarning):
 # ----------------------------------------------------------------------------------------------
 # input checks
 # ----------------------------------------------------------------------------------------------
-def _finite_2d(A, name: str, rows_name: str) -> np.ndarray:
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim == 1 and name.startswith("Y"):
-        A = A[:, None]  # a single output: D = 1
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-d array ({rows_name}, ...); got shape {A.shape}")
-    if A.shape[0] == 0:
-        raise ValueError(f"{name} is empty; it needs at least one row")
-    if not np.all(np.isfinite(A)):
-        bad = int(np.size(A) - np.count_nonzero(np.isfinite(A)))
-        raise ValueError(f"{name} contains {bad} NaN or inf entries; remove or impute them first")
-    return A
-
-
 def _check_method(method: str) -> str:
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(map(repr, METHODS))}")
@@ -365,7 +351,7 @@ class TheoryFit:
 
     # --- predictions -----------------------------------------------------------------------------
     def _test_inputs(self, X0) -> np.ndarray:
-        X0 = _finite_2d(X0, "X0", "P0")
+        X0 = matrix(X0, "X0", "P0", "N0 features")
         if X0.shape[1] != self.X.shape[1]:
             raise ValueError(f"X0 has {X0.shape[1]} features but the training inputs have {self.X.shape[1]}")
         return X0
@@ -388,9 +374,7 @@ class TheoryFit:
     def generalization_error(self, X0, Y0) -> float:
         r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
         X0 = self._test_inputs(X0)
-        Y0 = _finite_2d(Y0, "Y0", "P0")
-        if Y0.shape[0] != X0.shape[0]:
-            raise ValueError(f"X0 has {X0.shape[0]} rows but Y0 has {Y0.shape[0]}")
+        X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
         if Y0.shape[1] != self.D:
             raise ValueError(f"Y0 has D={Y0.shape[1]} outputs but the training labels have D={self.D}")
         pred = self.predict(X0)
@@ -444,10 +428,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     """
     method = _check_method(method)
     _check_applies(method, activation)
-    X = _finite_2d(X, "X", "P")
-    Y = _finite_2d(Y, "Y", "P")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows (examples) but Y has {Y.shape[0]}; they must match")
+    X, Y = data_pair(X, Y)
     N1 = _positive("N1", N1, "hidden-layer width")
     T = _positive("T", T, "temperature")
     lambda0 = _positive("lambda0", lambda0, "prior precision of the first-layer weights")
@@ -474,6 +455,8 @@ def _check_applies(method: str, activation: ActivationLike) -> None:
 
 def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1e-8, maxiter=5000):
     _check_applies(method, activation)
+    gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
+    maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
     D = spec.Yt.shape[1]
     eye = np.eye(D)
     n_iter = 0

@@ -1,4 +1,4 @@
-"""Data sets: parsers on tiny files written here in the canonical formats, the real files of ../shared/data
+"""Data sets: parsers on tiny files written here in the canonical formats, the real files where the loaders find them
 where present, downloads from a loopback HTTP server, and the synthetic sets against independent formulas."""
 import functools
 import gzip
@@ -8,7 +8,6 @@ import math
 import pickle
 import socket
 import struct
-import subprocess
 import sys
 import tarfile
 import threading
@@ -22,15 +21,15 @@ from PIL import Image
 import renormpp as rp
 from renormpp.datasets import vision
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from realdata import missing
 MNIST_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 CIFAR_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 # known MNIST class totals, digits 0..9
 MNIST_TRAIN_COUNTS = (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949)
 MNIST_TEST_COUNTS = (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009)
 
-needs_mnist = pytest.mark.skipif(not all((SHARED / "mnist" / f"{n}.gz").is_file() for n in MNIST_NAMES),
-                                 reason=f"real MNIST not found in {SHARED / 'mnist'} (../shared/data beside the repo)")
+needs_mnist = pytest.mark.skipif(missing("mnist") is not None, reason=missing("mnist") or "")
+MNIST = None if missing("mnist") else rp.datasets.locate("mnist")["train-images-idx3-ubyte"].parent
 
 
 # ---------------------------------------------------------------- files in the canonical formats, written here
@@ -70,14 +69,11 @@ def write_cifar(root, seed=0):
 
 
 @pytest.fixture(scope="session")
-def cifar_root(tmp_path_factory):
-    """The real CIFAR-10 in the canonical layout, written once by ../shared/data/cifar10/to_batches.py."""
-    script = SHARED / "cifar10" / "to_batches.py"
-    if not (script.is_file() and script.with_name("cifar10_jpegq75.npz").is_file()):
-        pytest.skip(f"real CIFAR-10 not found in {script.parent} (../shared/data beside the repo)")
-    dest = tmp_path_factory.mktemp("cifar")
-    subprocess.run([sys.executable, str(script), str(dest)], check=True, capture_output=True)
-    return dest
+def cifar_root():
+    """The folder that holds the real CIFAR-10's cifar-10-batches-py/, found by the loaders' rules."""
+    if missing("cifar10"):
+        pytest.skip(missing("cifar10"))
+    return rp.datasets.locate("cifar10")["test_batch"].parent.parent
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -268,9 +264,9 @@ def test_download_fails_cleanly_without_a_source(tmp_path, serve, monkeypatch, r
 def test_mnist_download_of_the_real_files(tmp_path, serve, monkeypatch):
     """The real files over loopback pass the canonical checksums (which the README's prefixes confirm)."""
     assert [vision.MNIST_MD5[n][:8] for n in MNIST_NAMES] == ["6bbc9ace", "a25bea73", "2646ac64", "27ae3e4e"]
-    monkeypatch.setattr(vision, "MNIST_URLS", (serve(SHARED / "mnist"),))
+    monkeypatch.setattr(vision, "MNIST_URLS", (serve(MNIST),))
     d = rp.datasets.mnist(root=tmp_path, download=True)
-    np.testing.assert_array_equal(d.X, rp.datasets.mnist(root=SHARED).X)
+    np.testing.assert_array_equal(d.X, rp.datasets.mnist(root=MNIST).X)
 
 
 def test_cifar10_download_extracts_the_archive(tmp_path, serve, monkeypatch):
@@ -360,15 +356,15 @@ def test_projected_mnist_is_relu_of_one_gaussian_projection(tmp_path):
 # ---------------------------------------------------------------- the real files
 @needs_mnist
 def test_real_mnist_counts_pixels_and_normalization():
-    labels = rp.datasets.read_idx(SHARED / "mnist" / "train-labels-idx1-ubyte.gz")
-    labels0 = rp.datasets.read_idx(SHARED / "mnist" / "t10k-labels-idx1-ubyte.gz")
+    labels = rp.datasets.read_idx(MNIST / "train-labels-idx1-ubyte.gz")
+    labels0 = rp.datasets.read_idx(MNIST / "t10k-labels-idx1-ubyte.gz")
     assert tuple(np.bincount(labels)) == MNIST_TRAIN_COUNTS and tuple(np.bincount(labels0)) == MNIST_TEST_COUNTS
     with pytest.raises(ValueError, match=f"holds only {MNIST_TRAIN_COUNTS[5]} "):
-        rp.datasets.mnist(classes=(5,), P=MNIST_TRAIN_COUNTS[5] + 1, root=SHARED)
-    with gzip.open(SHARED / "mnist" / "train-images-idx3-ubyte.gz") as f:
+        rp.datasets.mnist(classes=(5,), P=MNIST_TRAIN_COUNTS[5] + 1, root=MNIST)
+    with gzip.open(MNIST / "train-images-idx3-ubyte.gz") as f:
         raw = np.frombuffer(f.read(), np.uint8, offset=16).reshape(60000, 784).astype(float)
     assert abs(raw.mean() / 255 - 0.1307) < 1e-4 and abs(raw.std() / 255 - 0.3081) < 1e-4  # the authors' constants
-    d = rp.datasets.mnist(classes=(1, 2, 3), root=SHARED, seed=0)
+    d = rp.datasets.mnist(classes=(1, 2, 3), root=MNIST, seed=0)
     sel = raw[d.metadata["train_indices"]]
     assert d.X.shape == (1000, 784) and d.Y.shape == (1000, 3) and d.X_test.shape == (1000, 784)
     np.testing.assert_allclose(d.X, (sel - sel.mean()) / sel.std(), atol=1e-10)
@@ -379,7 +375,7 @@ def test_real_mnist_counts_pixels_and_normalization():
 
 @needs_mnist
 def test_real_projected_mnist_shape():
-    d = rp.datasets.projected_mnist(N0=144, root=SHARED)
+    d = rp.datasets.projected_mnist(N0=144, root=MNIST)
     assert d.X.shape == (1000, 144) and d.X_test.shape == (1000, 144) and d.Y.shape == (1000, 2)
     assert d.X.min() == 0 and 0.3 < (d.X > 0).mean() < 0.7  # ReLU of roughly symmetric pre-activations
 

@@ -187,20 +187,37 @@ def test_every_plot_from_a_short_run(problem, runs, tmp_path):
         results = [dg.compare(m, fit.refit(N1=N1), data.X_test, data.Y_test) for N1, m in runs.items()]
     assert [r.attrs["N1"] for r in results] == [10, 20, 40]
 
-    fig = plots.overlap_heatmaps(results[1], class_names=["cat", "horse"])
+    fig = plots.overlap_heatmaps(results[1], class_names=["cat", "horse"], paper_style=True)
     assert len(fig.axes) == 3 and len(fig.axes[0].images) == 1  # two maps and a colorbar
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["cat", "horse"]
     np.testing.assert_allclose(fig.axes[0].images[0].get_array()[0, 0], fit.readout_overlap[0, 0] / 20)
     _check_png(fig, tmp_path / "heat.png", xlabels=["output"])
+    # the default: one honest colour scale, the values and errors written in, and a panel of z-scores
+    fig = plots.overlap_heatmaps(results[1], class_names=["cat", "horse"])
+    ds = results[1]
+    assert len(fig.axes) == 5 and fig.axes[2].get_title().startswith("$z$")
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array()[0, 0], fit.readout_overlap[0, 0])
+    written = [t.get_text() for t in fig.axes[1].texts]
+    mc = float(ds.mc_mean.sel(quantity="overlap[0,0]"))
+    err = float(ds.mc_error.sel(quantity="overlap[0,0]"))
+    assert f"{mc:.3f}\n±{err:.1g}" in written
+    z = float(ds.z.sel(quantity="overlap[0,0]", theory="exact"))
+    assert f"{z:+.1f}" in [t.get_text() for t in fig.axes[2].texts]
 
     fig = plots.generalization_vs_N1(results, fit, data.X_test, data.Y_test)
     ax = fig.axes[0]
     assert [line.get_linestyle() for line in ax.lines[:3]] == ["-", "--", "-."]
-    assert len(ax.containers) == 1 and len(ax.containers[0].lines[0].get_xdata()) == 3  # MC points with error bars
+    # MC points with error bars, drawn hollow where the error bar does not hold
+    shown = sum(len(c.lines[0].get_xdata()) for c in ax.containers)
+    hollow = [c for c in ax.containers if c.lines[0].get_markerfacecolor() == "none"]
+    unreliable = sum(not bool(r.sel(quantity="eps_g").reliable) for r in results)
+    assert shown == 3 and sum(len(c.lines[0].get_xdata()) for c in hollow) == unreliable
     _check_png(fig, tmp_path / "gen.png", xlabels=["hidden units"], ylabels=["generalization loss"])
 
     fig = plots.overlaps_vs_N1(results, fit)
-    assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2 and len(fig.axes[1].containers) == 1
+    assert len(fig.axes) == 2
+    for ax, entries in zip(fig.axes, (2, 1)):  # the diagonal entries on top, the off-diagonal one below
+        assert sum(len(c.lines[0].get_xdata()) for c in ax.containers) == 3 * entries
     _check_png(fig, tmp_path / "ov.png", xlabels=["hidden units"], ylabels=["diagonal"])
 
     eps = runs[20].get_samples(group_by_chain=True)["eps_g"][0]

@@ -144,7 +144,7 @@ def _checkpointed_draws(path):
 
 def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     total = 1500
-    changes = dict(model__N1=[16], sampler__num_samples=total, sampler__inner_steps=10, run__checkpoint_every=0.0,
+    changes = dict(model__N1=[16, 4], sampler__num_samples=total, sampler__inner_steps=10, run__checkpoint_every=0.0,
                    run__chunk_seconds=0.3)
     path = tmp_path / "cfg.toml"
     path.write_text(ex.dumps(tiny(tmp_path / "killed", **changes)))
@@ -159,6 +159,8 @@ def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "renormpp run" in err and "resume" in err.lower()
+    # it says what happened: one point was in progress and saved it, the other had not started
+    assert "1 point(s) in progress saved their progress (N1=16_seed=0); 1 had not started" in err, err
     saved = _checkpointed_draws(folder / "checkpoint.npz")
     assert 40 <= saved < total and not (folder / "result.json").exists()
 
@@ -215,23 +217,34 @@ def test_missing_keys_and_tables(tmp_path):
     del cfg["model"]["N1"]
     with pytest.raises(ex.ConfigError, match="missing key model.N1"):
         ex.resolve(cfg)
+    data = {"name": "synthetic"}
     with pytest.raises(ex.ConfigError, match="missing key run.out"):
-        ex.resolve({"model": {"N1": 10}, "sampler": {"step_size": 1e-3}})
+        ex.resolve({"data": data, "model": {"N1": 10}, "sampler": {"step_size": 1e-3}})
     with pytest.raises(ex.ConfigError, match=r"unknown table\(s\) \['models'\]"):
         ex.resolve({"models": {}})
     with pytest.raises(ex.ConfigError, match="sampler.step_size is required for kind = 'mala'"):
-        ex.resolve({"model": {"N1": 10}, "sampler": {"kind": "mala", "num_warmup": 0}, "run": {"out": "x"}})
+        ex.resolve({"data": data, "model": {"N1": 10}, "sampler": {"kind": "mala", "num_warmup": 0}, "run": {"out": "x"}})
     with pytest.raises(ex.ConfigError, match="adapt_step_size = true needs warmup draws"):
-        ex.resolve({"model": {"N1": 10}, "sampler": {"adapt_step_size": True, "num_warmup": 0}, "run": {"out": "x"}})
-    default = ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}}).sampler  # the recommended sampler
+        ex.resolve({"data": data, "model": {"N1": 10}, "sampler": {"adapt_step_size": True, "num_warmup": 0},
+                    "run": {"out": "x"}})
+    default = ex.resolve({"data": data, "model": {"N1": 10}, "run": {"out": "x"}}).sampler  # the recommended sampler
     assert default.kind == "kinetic" and default.num_warmup == 200 and default.adapt_step_size
-    ula = ex.resolve({"model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
+    ula = ex.resolve({"data": data, "model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
     assert ula.sampler.step_size == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
+
+
+def test_a_config_without_data_is_refused(tmp_path):
+    """Without [data] it used to run synthetic P=1000 data silently."""
+    with pytest.raises(ex.ConfigError, match=r"missing table \[data\]: name the data set, e.g. \[data\] name = "
+                                             r"\"synthetic\""):
+        ex.resolve({"model": {"N1": 10}, "run": {"out": "x"}})
+    with pytest.raises(ex.ConfigError, match="missing key data.name"):
+        ex.resolve({"data": {"P": 10}, "model": {"N1": 10}, "run": {"out": "x"}})
 
 
 def test_cli_run_report_and_errors(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
-    bad.write_text("[model]\nN1 = [10]\nT = 'hot'\n")
+    bad.write_text("[data]\nname = 'synthetic'\n[model]\nN1 = [10]\nT = 'hot'\n")
     assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "model.T = 'hot' is not allowed" in capsys.readouterr().err
     broken = tmp_path / "broken.toml"

@@ -5,20 +5,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..theory import _finite_2d
+from .._checks import data_pair
 
 
 def check_data(X, Y, X_test=None, Y_test=None):
     """float64 (P, N0), (P, D) [and test] arrays, finite and consistent; a (P,) Y means D = 1."""
-    X, Y = _finite_2d(X, "X", "P"), _finite_2d(Y, "Y", "P")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows (examples) but Y has {Y.shape[0]}; they must match")
+    X, Y = data_pair(X, Y)
     if (X_test is None) != (Y_test is None):
         raise ValueError("give both X_test and Y_test, or neither")
     if X_test is not None:
-        X_test, Y_test = _finite_2d(X_test, "X_test", "P0"), _finite_2d(Y_test, "Y_test", "P0")
-        if X_test.shape[0] != Y_test.shape[0]:
-            raise ValueError(f"X_test has {X_test.shape[0]} rows but Y_test has {Y_test.shape[0]}")
+        X_test, Y_test = data_pair(X_test, Y_test, "X_test", "Y_test", "P0")
         if X_test.shape[1] != X.shape[1] or Y_test.shape[1] != Y.shape[1]:
             raise ValueError(f"the test set has N0={X_test.shape[1]} inputs and D={Y_test.shape[1]} outputs; the "
                              f"training set has N0={X.shape[1]} and D={Y.shape[1]}")

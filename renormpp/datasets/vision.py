@@ -119,19 +119,37 @@ def _check_labels(images, labels, n_classes, where) -> None:
         raise ValueError(f"{where}: labels outside 0..{n_classes - 1}; {_CORRUPT}")
 
 
+def locate(name: str, root=None) -> dict:
+    """``{file name: path}`` of the files of data set ``name`` ("mnist" or "cifar10") where the loaders look for them:
+    ``root``, else ``$RENORMPP_DATA``, else ``~/.cache/renormpp`` (:func:`~renormpp.datasets.data_dir`). A
+    FileNotFoundError names the missing files, the folders searched and how to get them."""
+    base = data_dir(root)
+    if name == "mnist":
+        dirs = [base / "mnist", base]
+        files = find_files(MNIST_FILES, dirs, ("", ".gz"))
+        if files is None:
+            raise missing_error("MNIST", [n + "[.gz]" for n in MNIST_FILES], dirs,
+                                f"Download them from {MNIST_URLS[0]} (or {MNIST_URLS[1]}) into {dirs[0]}")
+        return files
+    if name == "cifar10":
+        dirs = [base / CIFAR10_DIR, base]
+        files = find_files(CIFAR10_FILES, dirs)
+        if files is None:
+            raise missing_error("CIFAR-10 (python version)", CIFAR10_FILES, dirs,
+                                f"Download {CIFAR10_URL} and extract it in {base}")
+        return files
+    raise ValueError(f"unknown data set {name!r}; choose 'mnist' or 'cifar10'")
+
+
 def _mnist_arrays(root, download: bool):
     base = data_dir(root)
     dirs = [base / "mnist", base]
-    files = find_files(MNIST_FILES, dirs, ("", ".gz"))
-    if files is None and download:
+    if download and find_files(MNIST_FILES, dirs, ("", ".gz")) is None:
         for name in MNIST_FILES:
             if find_files([name], dirs[:1], ("", ".gz")) is None:
                 fetch([url + name + ".gz" for url in MNIST_URLS], dirs[0] / (name + ".gz"), MNIST_MD5[name],
                       gunzip=True)
-        files = find_files(MNIST_FILES, dirs, ("", ".gz"))
-    if files is None:
-        raise missing_error("MNIST", [n + "[.gz]" for n in MNIST_FILES], dirs,
-                            f"Download them from {MNIST_URLS[0]} (or {MNIST_URLS[1]}) into {dirs[0]}")
+    files = locate("mnist", root)
     x, y, x0, y0 = (read_idx(files[n]) for n in MNIST_FILES)
     for images, labels, name in ((x, y, MNIST_FILES[1]), (x0, y0, MNIST_FILES[3])):
         if images.ndim != 3:
@@ -142,17 +160,12 @@ def _mnist_arrays(root, download: bool):
 
 def _cifar10_arrays(root, download: bool):
     base = data_dir(root)
-    dirs = [base / CIFAR10_DIR, base]
-    files = find_files(CIFAR10_FILES, dirs)
-    if files is None and download:
+    if download and find_files(CIFAR10_FILES, [base / CIFAR10_DIR, base]) is None:
         tar = fetch([CIFAR10_URL], base / Path(CIFAR10_URL).name, CIFAR10_MD5)
         with tarfile.open(tar) as t:
             t.extractall(base, filter="data")
         tar.unlink()
-        files = find_files(CIFAR10_FILES, dirs)
-    if files is None:
-        raise missing_error("CIFAR-10 (python version)", CIFAR10_FILES, dirs,
-                            f"Download {CIFAR10_URL} and extract it in {base}")
+    files = locate("cifar10", root)
     names = _unpickle(files["batches.meta"], (b"label_names",))[b"label_names"]
     if len(names) != 10:
         raise ValueError(f"{files['batches.meta']}: expected 10 class names, got {len(names)}; {_CORRUPT}")

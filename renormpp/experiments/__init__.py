@@ -13,8 +13,8 @@ from .config import Config, ConfigError, PointConfig, dumps, load, resolve
 from .point import run_point
 from .report import report
 from .runner import SweepError, run
-from .signals import Interrupted
-from .store import CheckpointError
+from .signals import Interrupted, NotStarted
+from .store import CheckpointError, FolderInUse
 
-__all__ = ["CheckpointError", "Config", "ConfigError", "Interrupted", "PointConfig", "SweepError", "dumps", "load",
+__all__ = ["CheckpointError", "Config", "ConfigError", "FolderInUse", "Interrupted", "NotStarted", "PointConfig", "SweepError", "dumps", "load",
            "report", "resolve", "run", "run_point"]

@@ -55,7 +55,7 @@ EXECUTORS = ("inprocess", "process", "ray")
 V_SAMPLING = ("joint", "gibbs", "integrated")
 #: keys that may change when a run resumes (they do not change what a point computes)
 RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
-                                      "chunk_seconds"))
+                                      "chunk_seconds", "blas_threads"))
 #: keys of earlier versions, and what they became
 RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
 
@@ -253,6 +253,9 @@ class _Run(_Table):
     chunk_seconds: Positive = Field(20.0, description="target seconds per compiled block of draws")
     error_method: Literal[tuple(diagnostics.ESTIMATORS)] = "gamma"
     progress: Flag = True
+    blas_threads: Count0 = Field(1, description="BLAS/LAPACK threads while sampling (the Gibbs step's Cholesky "
+                                                "factor): 1, so that points side by side and other jobs do not fight "
+                                                "for the cores; 0 leaves them as they are")
 
 
 class RunConfig(_Run):
@@ -275,8 +278,7 @@ class _Config(BaseModel):
     @classmethod
     def _defaults(cls, raw):
         if isinstance(raw, dict):
-            raw = {**raw, "data": {"name": "synthetic", **raw.get("data", {})},
-                   "sampler": {"kind": "kinetic", **raw.get("sampler", {})}}
+            raw = {**raw, "sampler": {"kind": "kinetic", **raw.get("sampler", {})}}
         return raw
 
     @model_validator(mode="after")
@@ -362,6 +364,10 @@ def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | Poi
     for table in ("data", "model", "sampler", "run"):
         if not isinstance(raw.get(table, {}), dict):
             raise ConfigError(f"[{table}] must be a table of keys; got {raw[table]!r}")
+    if "name" not in raw.get("data", {}):
+        raise ConfigError(f"missing {'key data.name' if 'data' in raw else 'table [data]'}: name the data set, e.g. "
+                          f"[data] name = \"synthetic\" (one of {', '.join(map(repr, LOADERS))}), with its options "
+                          "(renormpp demo --print-config shows a complete config)")
     raw = {**raw, "run": {**raw.get("run", {}), **({"out": str(out)} if out is not None else {})}}
     raw.setdefault("model", {})
     try:
@@ -384,7 +390,7 @@ def differences(a: _Config, b: _Config, ignore=()) -> list[str]:
 # ---- error messages -----------------------------------------------------------------------------------------------
 def _table_class(raw: dict, table: str):
     if table == "data":
-        return DATA_TABLES.get(raw.get("data", {}).get("name", "synthetic"))
+        return DATA_TABLES.get(raw["data"]["name"])
     if table == "sampler":
         return SAMPLER_TABLES.get(raw.get("sampler", {}).get("kind", "kinetic"))
     return {"model": ModelConfig, "run": RunConfig}[table]

@@ -9,7 +9,10 @@ A point's folder holds, when it is finished:
   statistics, as an ArviZ DataTree in netCDF (``arviz.from_netcdf``);
 * ``comparison.csv``, ``comparison.md``, ``comparison.nc``: :func:`renormpp.diagnostics.compare`;
 * ``overlaps.png`` (Fig. 2-like), ``mc_analysis.png`` (the supplement's MC analysis of eps_g), ``trace.png``;
-* ``result.json``: a short summary, written last: a point with it is finished and is not recomputed.
+* ``sampling_notes.json``: the warnings the sampler gave (over resumptions);
+* ``result.json``: a short summary, written last: a point with it is finished and is not recomputed. Its
+  ``status`` is ``"failed"`` (with the ``problems``) where the sampler failed its health check
+  (:func:`renormpp.diagnostics.sampler_health`): the report lists such a point and does not compare it.
 
 While sampling, ``checkpoint.npz`` (:mod:`.store`) holds the sampler state and every draw so far; a resumed
 point continues from it and gives the same draws as an uninterrupted run.
@@ -35,7 +38,7 @@ def run_point(p: config_mod.PointConfig, folder, *, progress: bool = True) -> di
     data = stages.load_data(p.data)
     fit = stages.solve_theory(p.model, data)
     store.write_json("theory.json", stages.theory_results(fit, data))
-    draws, stats, seconds = stages.sample(p, data, store, progress=progress, label=label)
-    result = stages.write_outputs(p, store, fit, data, draws, stats, seconds, label)
+    sampled = stages.sample(p, data, store, progress=progress, label=label)
+    result = stages.write_outputs(p, store, fit, data, sampled, label)
     store.finish(result)
     return result

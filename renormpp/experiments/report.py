@@ -66,28 +66,33 @@ def report(outdir) -> Path:
         comp = pd.read_csv(folder / "comparison.csv")
         eps = comp[comp.quantity == "eps_g"].set_index("theory")
         ov = comp[comp.quantity != "eps_g"]
-        row = dict(N1=res["N1"], seed=res["seed"], eps_g=res["eps_g"], eps_g_error=res["eps_g_error"])
+        row = dict(N1=res["N1"], seed=res["seed"], status=res.get("status", "ok"), eps_g=res["eps_g"],
+                   eps_g_error=res["eps_g_error"])
         for t in theory.METHODS:
             row[f"eps_g_{t}"] = eps.loc[t, "prediction"]
             row[f"z_{t}"] = eps.loc[t, "z"]
         row["max_abs_z_overlap_exact"] = float(np.nanmax(np.abs(ov[ov.theory == "exact"].z))) \
             if ov[ov.theory == "exact"].z.notna().any() else np.nan
         row.update(draws=res["draws"], chains=res["chains"], sampling_seconds=res["sampling_seconds"],
-                   divergences=res["divergences"], reliable=res["reliable"])
+                   accept_prob=res.get("accept_prob"), divergences=res["divergences"], reliable=res["reliable"],
+                   problems=res.get("problems", ""))
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(outdir / "summary.csv", index=False)
 
+    ok = [(r, f) for r, f in done if r.get("status", "ok") == "ok"]
+    failed = [(r, f) for r, f in done if r.get("status", "ok") != "ok"]
     pooled = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # flagged in the tables as reliable=False
-        for N1 in sorted({r["N1"] for r, _ in done}):
-            folders = [f for r, f in done if r["N1"] == N1]
+        for N1 in sorted({r["N1"] for r, _ in ok}):
+            group = [(r, f) for r, f in ok if r["N1"] == N1]
             fit = base.refit("infinite_width", N1=N1)
-            pooled.append(diagnostics.compare(_pooled_draws(folders), fit, data.X_test, data.Y_test,
-                                              method=cfg.run.error_method))
-    table = pd.concat([ds.drop_vars(["a", "b"]).to_dataframe().assign(N1=ds.attrs["N1"]) for ds in pooled])
-    table.to_csv(outdir / "pooled.csv")
+            pooled.append(diagnostics.compare(_pooled_draws([f for _, f in group]), fit, data.X_test, data.Y_test,
+                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler")))
+    if pooled:
+        table = pd.concat([ds.drop_vars(["a", "b"]).to_dataframe().assign(N1=ds.attrs["N1"]) for ds in pooled])
+        table.to_csv(outdir / "pooled.csv")
 
     names = data.class_names or None
     figures = {
@@ -95,7 +100,7 @@ def report(outdir) -> Path:
                                                                        Y_test=data.Y_test),
         "overlaps_vs_N1.png": lambda: plots.overlaps_vs_N1(pooled, fit=base, class_names=names),
         "overlaps.png": lambda: plots.overlap_heatmaps(pooled[0], class_names=names),
-    }
+    } if pooled else {}
     for name, make in figures.items():
         fig = make()
         fig.savefig(outdir / name, dpi=110)
@@ -105,13 +110,23 @@ def report(outdir) -> Path:
     lines = [f"# renormpp sweep: {data.name}", "",
              f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
              f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}; "
-             f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method.", "",
-             "![generalization loss against N1](generalization_vs_N1.png)", "",
-             "![readout overlaps against N1](overlaps_vs_N1.png)", "",
-             f"![readout overlaps at N1={pooled[0].attrs['N1']:g}](overlaps.png)", "",
-             "## Generalization loss per N1 (seeds pooled)", ""]
-    for ds in pooled:
-        lines += ["```", ds.attrs["summary"], "```", ""]
+             f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method. A theory agrees with the "
+             f"sampled mean where |z| < {diagnostics.Z_AGREE:g} and the error bar holds; otherwise the verdict gives "
+             "the relative deviation Delta and z.", ""]
+    if failed:
+        lines += [f"**{len(failed)} point(s) failed and are not compared** (their sampler froze, hardly accepted its "
+                  "moves, or diverged; their draws are not the posterior):", ""]
+        lines += [f"* N1={r['N1']} seed={r['seed']}: {r.get('problems', '')}" for r, _ in failed] + [""]
+    if pooled:
+        lines += ["![generalization error against N1](generalization_vs_N1.png)", "",
+                  "![readout overlaps against N1](overlaps_vs_N1.png)", "",
+                  f"![readout overlaps at N1={pooled[0].attrs['N1']:g}](overlaps.png)", "",
+                  "## Theory against sampling, per N1 (seeds pooled)", ""]
+        for ds in pooled:
+            lines += [f"### N1 = {ds.attrs['N1']:g}", "", "```", ds.attrs["summary"], "```", "",
+                      stages.comparison_markdown(ds), ""]
+    else:
+        lines += ["No point finished with a working sampler: nothing to compare.", ""]
     lines += ["## Points", "", _markdown(summary), ""]
     if missing:
         lines += [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. "

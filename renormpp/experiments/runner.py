@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
+from ..diagnostics import SamplerWarning
 from . import config as config_mod
 from . import executors, stages
 from .point import run_point
-from .signals import STOP, Interrupted, stop_on_sigterm
-from .store import PointStore, check_same_config, write_atomic
+from .signals import STOP, Interrupted, NotStarted, stop_on_sigterm
+from .store import FolderLock, PointStore, check_same_config, writable_folder, write_atomic
 
 
 class SweepError(RuntimeError):
@@ -19,7 +21,7 @@ def _job(job):
     """Run one point (in this process, a pool worker or a Ray task)."""
     p, folder, progress = job
     if STOP.is_set():
-        raise Interrupted(f"{p.name}: not started (the run was stopped)")
+        raise NotStarted(f"{p.name}: not started (the run was stopped)")
     with stop_on_sigterm():
         return run_point(p, folder, progress=progress)
 
@@ -45,12 +47,9 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
     earlier run (to resume it). The keyword arguments override ``run.out``, ``run.executor``, ``run.workers``,
     ``run.address`` and ``run.progress``. Finished points are not recomputed; an interrupted point continues from
     its checkpoint. On SIGTERM the points in flight save their progress and
-    :class:`~renormpp.experiments.signals.Interrupted` is raised.
+    :class:`~renormpp.experiments.signals.Interrupted` is raised. The folder is locked while the sweep runs: a
+    second run on it raises :class:`~renormpp.experiments.store.FolderInUse`.
     """
-    from tqdm.auto import tqdm
-
-    from .report import report
-
     cfg = resolve_input(config, out=out)
     overrides = dict(executor=executor, workers=workers, address=address, progress=progress)
     cfg = config_mod.resolve(cfg.model_dump(exclude_none=True) | {
@@ -61,8 +60,16 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
                       remedy="choose another run.out (only N1, seeds and the run options may change when a run is "
                              "resumed or extended)")
     stages.load_data(cfg.data)  # fail now, not in every point, when the data cannot be loaded
-    outdir.mkdir(parents=True, exist_ok=True)
-    write_atomic(outdir / "config.toml", cfg.dumps())
+    writable_folder(outdir)
+    with FolderLock(outdir):
+        write_atomic(outdir / "config.toml", cfg.dumps())
+        return _run_points(cfg, outdir)
+
+
+def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
+    from tqdm.auto import tqdm
+
+    from .report import report
 
     r = cfg.run
     pool = executors.get(r.executor, workers=r.workers, address=r.address)
@@ -70,7 +77,7 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
     points = cfg.points()
     todo = [(p, str(outdir / "points" / p.name), r.progress and in_process) for p in points
             if not PointStore(outdir / "points" / p.name).finished]
-    failed, stopped = {}, []
+    failed, stopped, not_started = {}, [], []
     STOP.clear()
     bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="points", unit="point",
                disable=not r.progress, dynamic_ncols=True)
@@ -78,7 +85,9 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
         with stop_on_sigterm():
             for job, result, err in pool.map(_job, todo):
                 name = job[0].name
-                if isinstance(err, Interrupted):
+                if isinstance(err, NotStarted):
+                    not_started.append(name)
+                elif isinstance(err, Interrupted):
                     stopped.append(name)
                 elif err is not None:
                     if isinstance(err, config_mod.ConfigError):
@@ -89,13 +98,27 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
                     bar.set_postfix_str(f"{name}: eps_g {result['eps_g']:.4g} ± {result['eps_g_error']:.2g}")
     finally:
         bar.close()
-    if any(PointStore(outdir / "points" / p.name).finished for p in points):
+    stores = [PointStore(outdir / "points" / p.name) for p in points]
+    reported = any(st.finished for st in stores)
+    if reported:
         report(outdir)
-    if stopped or STOP.is_set():
-        raise Interrupted(f"stopped; {len(stopped)} point(s) saved their progress. Resume with: "
-                          f"renormpp run {outdir}")
+    sick = [(st.folder.name, st.result()["problems"]) for st in stores
+            if st.finished and st.result().get("status", "ok") != "ok"]
+    if sick:
+        warnings.warn(f"{len(sick)} of {len(points)} points failed their sampler's health check and are not compared "
+                      f"in the report ({outdir / 'report.md'}):\n" + "\n".join(f"  {n}: {why}" for n, why in sick),
+                      SamplerWarning, stacklevel=3)
+    if stopped or not_started or STOP.is_set():
+        saved = (f"{len(stopped)} point(s) in progress saved their progress ({', '.join(stopped)})" if stopped
+                 else "no point was in progress")
+        waiting = f"; {len(not_started)} had not started" if not_started else ""
+        raise Interrupted(f"stopped: {saved}{waiting}. Resume with: renormpp run {outdir}")
     if failed:
-        (outdir / "failed.json").write_text(json.dumps(failed, indent=1))
-        raise SweepError(f"{len(failed)} of {len(points)} points failed (the rest are in the report):\n"
-                         + "\n".join(f"  {k}: {v}" for k, v in failed.items()))
+        listing = "\n".join(f"  {k}: {v}" for k, v in failed.items())
+        try:
+            write_atomic(outdir / "failed.json", json.dumps(failed, indent=1))
+        except OSError as err:
+            listing += f"\n  (failed.json could not be written: {err})"
+        rest = ("the rest are in the report, " + str(outdir / "report.md")) if reported else "no point finished"
+        raise SweepError(f"{len(failed)} of {len(points)} points failed ({rest}):\n{listing}")
     return outdir

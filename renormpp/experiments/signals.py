@@ -15,6 +15,10 @@ class Interrupted(RuntimeError):
     """A run was stopped (SIGTERM or Ctrl-C) after saving its progress; run it again to resume."""
 
 
+class NotStarted(Interrupted):
+    """A point was not started because the run had been stopped."""
+
+
 def _on_sigterm(signum, frame):
     STOP.set()
     for child in multiprocessing.active_children():  # process-pool workers: they save and stop too

@@ -5,10 +5,12 @@ Each stage reads a :class:`~renormpp.experiments.config.PointConfig` and what th
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -117,16 +119,38 @@ def start_chains(p, data, init_params=None):
 
     s = p.sampler
     chains = Chains(make_kernel(p, data), num_chains=s.num_chains, chain_method=s.chain_method,
-                    extra_fields=STAT_FIELDS[s.kind])
+                    extra_fields=STAT_FIELDS[s.kind], blas_threads=p.run.blas_threads or None)
     state = chains.init(jax.random.PRNGKey(p.run.seed), s.num_warmup, *_float32(data.X, data.Y),
                         init_params=init_params, **model_kwargs(p))
     return chains, state
 
 
-def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""):
+def describe(chains, state) -> str:
+    """The sampler and its (adapted) step, for the point's comparison and the report."""
+    kernel = chains.kernel
+    if hasattr(kernel, "describe"):
+        return kernel.describe(state)
+    step = getattr(getattr(state, "adapt_state", None), "step_size", None)
+    inner = getattr(kernel, "kernel", kernel)
+    return type(inner).__name__ + (f", adapted step_size={float(np.mean(np.asarray(step))):.3g}" if step is not None
+                                   else "")
+
+
+class Sampled(NamedTuple):
+    """What the sampling stage returns: the observables ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``,
+    the sampler statistics, the wall time (summed over resumptions), the sampler's description, and the warnings
+    it gave (also over resumptions)."""
+
+    draws: dict
+    stats: dict
+    seconds: float
+    sampler: str
+    notes: list
+
+
+def sample(p, data, store: PointStore, *, progress: bool = True, label: str = "") -> Sampled:
     """Warmup and sampling in blocks of draws, checkpointed to ``store`` (every ``run.checkpoint_every`` seconds,
-    after the warmup, and on SIGTERM). Returns ``(draws, stats, seconds)``: the observables ``{"eps_g": (chain,
-    draw), "overlap": (chain, draw, D, D)}``, the sampler statistics, and the wall time summed over resumptions.
+    after the warmup, and on SIGTERM). The sampler's warnings are shown and kept (``sampling_notes.json``).
 
     The chains carry their random keys in their state, so where the blocks begin does not change the draws: a
     resumed point gives the draws of an uninterrupted one.
@@ -134,7 +158,9 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     from tqdm.auto import tqdm
 
     s, r = p.sampler, p.run
-    chains, state = start_chains(p, data)
+    notes = store.read_json("sampling_notes.json", default=[])
+    with _noted(notes):
+        chains, state = start_chains(p, data)
     ck = store.checkpoint(template=state)
     W, total = s.num_warmup, s.num_samples
     bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
@@ -145,7 +171,8 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             warmup = ck.warm < W
             n = min(block, (W - ck.warm) if warmup else (total - ck.n))
             t0 = time.perf_counter()
-            state, draws, stats = chains.run(ck.state, n)
+            with _noted(notes):
+                state, draws, stats = chains.run(ck.state, n)
             dt = time.perf_counter() - t0
             ck.state, ck.seconds = state, ck.seconds + dt
             if warmup:
@@ -162,16 +189,30 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             end_of_warmup = warmup and ck.warm == W
             if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
                 ck.save()
+                store.write_json("sampling_notes.json", notes)
             if STOP.is_set() and ck.n < total:
                 raise Interrupted(f"stopped after {ck.warm} warmup iterations and {ck.n} of {total} draws; "
                                   f"progress saved in {ck.path}")
     except KeyboardInterrupt:
         ck.save()  # the last finished block; the one in flight is lost
+        store.write_json("sampling_notes.json", notes)
         raise
     finally:
         bar.close()
     draws, stats = ck.joined()
-    return draws, stats, ck.seconds
+    return Sampled(draws, stats, ck.seconds, describe(chains, ck.state), notes)
+
+
+@contextlib.contextmanager
+def _noted(notes: list):
+    """Show the warnings raised inside, and add their messages to ``notes`` (once each)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if str(w.message) not in notes:
+            notes.append(str(w.message))
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 # ---- outputs -------------------------------------------------------------------------------------------------------
@@ -183,15 +224,19 @@ def to_datatree(draws: dict, stats: dict, class_names=None):
 
 
 def comparison_markdown(ds) -> str:
-    """The :func:`~renormpp.diagnostics.compare` table as markdown: MC mean +- error, each theory and its z."""
+    """The :func:`~renormpp.diagnostics.compare` table as markdown: MC mean +- error, and each theory's prediction
+    with its verdict (agrees, or deviates by Delta at z)."""
     methods = list(ds.theory.values)
-    head = "| quantity | MC | " + " | ".join(f"{t} | z" for t in methods) + " |"
+    head = "| quantity | MC | " + " | ".join(f"{t} | verdict" for t in methods) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(methods))]
     for q in ds.quantity.values:
         row = ds.sel(quantity=q)
-        pred, z = (row.prediction.sel(theory=t) for t in methods), (row.z.sel(theory=t) for t in methods)
-        cells = [f"{float(pp):.5g} | {float(zz):+.1f}" if np.isfinite(pp) else "– | –" for pp, zz in zip(pred, z)]
-        lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g} | " + " | ".join(cells) + " |")
+        cells = []
+        for t in methods:
+            pred = float(row.prediction.sel(theory=t))
+            cells.append(f"{pred:.5g} | {row.verdict.sel(theory=t).item()}" if np.isfinite(pred) else "– | does not apply")
+        flag = "" if bool(row.reliable) else " (error bar does not hold)"
+        lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g}{flag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -211,29 +256,33 @@ def save_figures(folder, ds, draws, dt, class_names) -> None:
         plt.close(fig)
 
 
-def write_outputs(p, store: PointStore, fit, data, draws: dict, stats: dict, seconds: float, label: str) -> dict:
-    """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result."""
-    folder = store.folder
+def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str) -> dict:
+    """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result,
+    whose ``status`` is ``"failed"`` where the sampler failed (:func:`renormpp.diagnostics.sampler_health`)."""
+    folder, draws, stats = store.folder, sampled.draws, sampled.stats
     dt = to_datatree(draws, stats, data.class_names)
     dt.to_netcdf(folder / "observables.nc")
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", diagnostics.ShortRunWarning)
-        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=p.run.error_method)
+        warnings.simplefilter("always")
+        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=p.run.error_method, sampler=sampled.sampler)
     ds.to_netcdf(folder / "comparison.nc")
     ds.drop_vars(["a", "b"]).to_dataframe().to_csv(folder / "comparison.csv")
-    notes = sorted({str(w.message) for w in caught})
+    notes = list(dict.fromkeys(sampled.notes + [str(w.message) for w in caught]))
+    ok = bool(ds.attrs["sampler_ok"])
     md = f"# {label}\n\n```\n{ds.attrs['summary']}\n```\n\n{comparison_markdown(ds)}\n"
     if notes:
-        md += "\n" + "\n".join(f"* {n}" for n in notes) + "\n"
+        md += "\n## Warnings\n\n" + "\n".join(f"* {n}" for n in notes) + "\n"
     store.write("comparison.md", md)
     save_figures(folder, ds, draws, dt, data.class_names)
     e = ds.sel(quantity="eps_g")
     return dict(
-        N1=p.model.N1, seed=p.run.seed, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
-        sampling_seconds=seconds, divergences=int(np.sum(stats["diverging"])),
+        N1=p.model.N1, seed=p.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
+        sampler=sampled.sampler, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
+        sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),
         eps_g_theory={t: float(e.prediction.sel(theory=t)) for t in theory.METHODS},
-        reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"],
+        verdict={t: e.verdict.sel(theory=t).item() for t in theory.METHODS},
+        reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"], warnings=notes,
     )
 

@@ -27,6 +27,10 @@ CHECKPOINT_VERSION = 1
 RESULT = "result.json"
 
 
+class FolderInUse(RuntimeError):
+    """Another renormpp run holds the output folder."""
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read back (truncated, corrupt, of another format version, or of another sampler)."""
 
@@ -37,6 +41,57 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
+
+
+def writable_folder(folder: Path, key: str = "run.out") -> Path:
+    """Create ``folder`` if needed and check that files can be written in it; a ConfigError naming the folder and
+    the system's reason otherwise (before any work is done)."""
+    folder = Path(folder)
+    probe = folder / ".renormpp-write-test"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise config_mod.ConfigError(f"cannot write to the output folder {folder} ({err.strerror or err}); choose a "
+                                     f"writable {key}") from None
+    return folder
+
+
+class FolderLock:
+    """An exclusive lock on an output folder (``.renormpp.lock``, holding the pid), so that two runs never work on
+    one folder: the second is refused with :class:`FolderInUse`, naming the holder. Released on exit."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / ".renormpp.lock"
+        self._file = None
+
+    def __enter__(self):
+        import fcntl
+
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise FolderInUse(f"{self.path.parent} is in use by another renormpp run (pid {holder}); wait for it to "
+                              f"finish, or stop it (kill -TERM {holder}: it saves its progress), then run again") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
 
 
 def check_same_config(saved: Path, cfg, *, ignore=(), remedy: str) -> None:
@@ -69,6 +124,10 @@ class PointStore:
 
     def write_json(self, name: str, value) -> None:
         self.write(name, json.dumps(value, indent=1))
+
+    def read_json(self, name: str, default=None):
+        path = self.folder / name
+        return json.loads(path.read_text()) if path.exists() else default
 
     def finish(self, result: dict) -> None:
         """Write ``result.json``, the marker of a finished point, and drop the checkpoint."""

@@ -8,6 +8,7 @@ on the host after each block, so no host callback runs inside the compiled loop.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from functools import partial
 from operator import attrgetter
@@ -29,10 +30,12 @@ class Chains:
     >>> chains = Chains(Langevin(model, step_size=1e-3, observables=obs), num_chains=2, extra_fields=("diverging",))
     >>> state = chains.init(key, num_warmup, X, Y, N1=100)
     >>> state, draws, stats = chains.run(state, 500)     # draws and stats have axes (chain, draw, ...)
+
+    ``blas_threads``: at most this many BLAS/LAPACK threads while a block runs (None: as the process has them).
     """
 
     def __init__(self, kernel: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
-                 extra_fields=(), warn_divergences: bool = True):
+                 extra_fields=(), warn_divergences: bool = True, blas_threads: int | None = None):
         if chain_method not in ("vectorized", "sequential"):
             raise ValueError(f"chain_method must be 'vectorized' or 'sequential'; got {chain_method!r}")
         if int(num_chains) != num_chains or num_chains < 1:
@@ -40,6 +43,7 @@ class Chains:
         self.kernel, self.num_chains, self.chain_method = kernel, int(num_chains), chain_method
         self.extra_fields = tuple(extra_fields)
         self.warn_divergences = bool(warn_divergences)
+        self.blas_threads = blas_threads
         self._block = None
 
     def init(self, rng_key, num_warmup: int, *model_args, init_params=None, **model_kwargs):
@@ -81,18 +85,29 @@ class Chains:
         def chain_first(tree):
             return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x), 0, 1), tree)
 
-        if self.chain_method == "vectorized":
-            new, (draws, stats) = self._block(state, int(num_draws))
-            draws, stats = chain_first(draws), chain_first(stats)
-        else:
-            outs = [self._block(jax.tree_util.tree_map(lambda x, c=c: x[c], state), int(num_draws))
-                    for c in range(self.num_chains)]
-            new = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[o[0] for o in outs])
-            stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)  # noqa: E731
-            draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
+        with self._blas_limit():
+            if self.chain_method == "vectorized":
+                new, (draws, stats) = jax.block_until_ready(self._block(state, int(num_draws)))
+                draws, stats = chain_first(draws), chain_first(stats)
+            else:
+                outs = [jax.block_until_ready(self._block(jax.tree_util.tree_map(lambda x, c=c: x[c], state),
+                                                          int(num_draws)))
+                        for c in range(self.num_chains)]
+                new = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[o[0] for o in outs])
+                stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)  # noqa: E731
+                draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
         if self.warn_divergences and "diverging" in stats:
             self._check_divergences(state, stats["diverging"])
         return new, draws, stats
+
+    def _blas_limit(self):
+        """At most ``blas_threads`` BLAS/LAPACK threads while a block runs (the Cholesky factor of the exact Gibbs draw
+        of v runs in LAPACK): its thread pool otherwise fights XLA's and any other job's for the cores."""
+        if not self.blas_threads:
+            return contextlib.nullcontext()
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=int(self.blas_threads), user_api="blas")
 
     def _check_divergences(self, state, diverging):
         counts = np.asarray(diverging).reshape(self.num_chains, -1).sum(axis=1)

@@ -31,6 +31,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import initialize_model
 from numpyro.util import identity, is_prng_key
 
+from .._checks import positive, positive_int
 from ..mcmc import adaptation, base, kinetic, langevin
 
 
@@ -83,6 +84,16 @@ def paper_step_size(epsilon: float = 1e-3, T: float = 0.01) -> float:
     return float(epsilon) * float(T)
 
 
+#: ULA's step is flagged as biased above ``ULA_BIAS_BOUND / max_curvature``: on a Gaussian, its stationary variance
+#: along the stiffest direction is then off by more than ULA_BIAS_BOUND / 2 (5%).
+ULA_BIAS_BOUND = 0.1
+
+
+class ULABiasWarning(RuntimeWarning):
+    """ULA's step is large against the curvature of the potential: its draws are biased, and their error bars do not
+    show it."""
+
+
 def _warn_divergence(first, total, step_size):
     first = np.atleast_1d(np.asarray(first))
     if first.any():
@@ -100,7 +111,11 @@ def _fingerprint(model_args, model_kwargs) -> jax.Array:
     and values of the numbers (T, ...) in slots 0-3, checksums of anything else (names, functions) in slots 4-7.
     Costs O(size of the data)."""
     out = jnp.zeros(8, jnp.float32)
-    for i, leaf in enumerate(jax.tree_util.tree_leaves((model_args, sorted(model_kwargs.items())))):
+    leaves = jax.tree_util.tree_leaves((tuple(model_args), dict(model_kwargs)),
+                                       is_leaf=lambda x: isinstance(x, list) and not isinstance(x, tuple))
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, list):  # data given as nested lists
+            leaf = np.asarray(leaf, dtype=float)
         if isinstance(leaf, (jax.Array, np.ndarray, int, float, np.number)) and not isinstance(leaf, bool):
             x = jnp.ravel(jnp.asarray(leaf, jnp.float32))
             out = out.at[i % 4].add(jnp.sum(x * jnp.cos(0.7 * jnp.arange(x.size, dtype=jnp.float32))) + x.size)
@@ -160,15 +175,14 @@ class Langevin(MCMCKernel):
                  gibbs_fn: Callable | None = None, gibbs_sites=("v",)):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model or potential_fn")
-        if not (np.isfinite(step_size) and step_size > 0):
-            raise ValueError(f"step_size must be a positive finite number; got {step_size!r}")
-        if int(inner_steps) != inner_steps or inner_steps < 1:
-            raise ValueError(f"inner_steps must be a positive integer; got {inner_steps!r}")
+        step_size = positive("step_size", step_size, "the Langevin step h")
+        inner_steps = positive_int("inner_steps", inner_steps, "updates per recorded draw")
         if adapt_step_size and not adjust:
             raise ValueError("adapt_step_size needs adjust=True: an unadjusted kernel has no acceptance probability "
                              "to target")
-        target = self._target_default if target_accept_prob is None else target_accept_prob
-        if not 0 < target < 1:
+        target = self._target_default if target_accept_prob is None else positive("target_accept_prob",
+                                                                                  target_accept_prob)
+        if not target < 1:
             raise ValueError(f"target_accept_prob must be in (0, 1); got {target_accept_prob!r}")
         if gibbs_fn is not None and not gibbs_sites:
             raise ValueError("gibbs_fn needs the names of the sites it updates: gibbs_sites=('v',)")
@@ -182,6 +196,7 @@ class Langevin(MCMCKernel):
         self._sample_fn = None  # set by init; MCMC calls init again while it is None (e.g. after unpickling)
         self._loop = self._warm_update = None
         self._num_warmup = 0
+        self.curvature = None  #: ULA only: the potential's largest curvature at the start (see ULA_BIAS_BOUND)
 
     # ---- the core algorithm: what KineticLangevin replaces -----------------------------------------------------
     def _core_kernel(self):
@@ -272,8 +287,15 @@ class Langevin(MCMCKernel):
 
         state = jax.vmap(init_one)(position, key_core) if batched else init_one(position, key_core)
         pe, grad = state.potential_energy, state.z_grad
-        if not isinstance(pe, jax.core.Tracer) and not (np.all(np.isfinite(pe)) and np.all(np.isfinite(grad))):
+        concrete = not isinstance(pe, jax.core.Tracer)
+        if concrete and not (np.all(np.isfinite(pe)) and np.all(np.isfinite(grad))):
             raise ValueError("the potential energy or its gradient is not finite at the initial parameters")
+        self.curvature = None
+        if concrete and not self._adjust and type(self) is Langevin:
+            x0 = position[0] if batched else position
+            self.curvature = float(jax.jit(base.max_curvature, static_argnums=0)(U, x0, key_init[0] if batched
+                                                                                 else key_init))
+            self._check_ula_step()
         self._sample_fn = self.sample
         return state._replace(rng_key=rng_key)
 
@@ -311,6 +333,33 @@ class Langevin(MCMCKernel):
             return st._replace(data_key=jnp.broadcast_to(key, st.data_key.shape))
 
         return jax.lax.cond(changed, refresh, lambda st: st, state)
+
+    def _check_ula_step(self):
+        """Warn when ULA's step is above the documented bound ULA_BIAS_BOUND / max_curvature (at the start)."""
+        h_lambda = self._step_size * self.curvature
+        if h_lambda > ULA_BIAS_BOUND:
+            effect = (f"its stationary variance along that direction is off by about {h_lambda / 2:.0%} (exact for a "
+                      "Gaussian)" if h_lambda < 2 else "it is unstable along that direction (h*curvature >= 2)")
+            warnings.warn(
+                f"ULA with step_size={self._step_size:.3g} is biased: the potential's largest curvature at the start is "
+                f"{self.curvature:.3g}, so h*curvature = {h_lambda:.2g} and {effect}; the error bars of its draws do "
+                f"not show this. Use step_size <= {ULA_BIAS_BOUND / self.curvature:.2g} (h*curvature <= "
+                f"{ULA_BIAS_BOUND}), or an exact sampler: adjust=True (MALA) or KineticLangevin.",
+                ULABiasWarning, stacklevel=4)
+
+    def describe(self, state=None) -> str:
+        """The sampler and its step, for reports: e.g. ``"ULA, step_size=1e-05 (h*curvature = 0.003)"``."""
+        kind = "MALA" if self._adjust else "ULA"
+        text = f"{kind}, step_size={self._step_size:.3g}"
+        if state is not None and self._adapt_step:
+            text = f"{kind}, step_size={float(np.mean(np.asarray(state.step_size))):.3g} (adapted)"
+        if self.curvature is not None:
+            text += f" (h*curvature = {self._step_size * self.curvature:.2g} at the start; bound {ULA_BIAS_BOUND})"
+        if state is not None and self._adjust:
+            text += f", mean acceptance {float(np.mean(np.asarray(state.mean_accept_prob))):.2f}"
+        return text + f", {self._inner_steps} updates per draw" + (", exact Gibbs draw of "
+                                                                   f"{'/'.join(self._gibbs_sites)}" if self._gibbs_fn
+                                                                   else "")
 
     # ---- one chain ---------------------------------------------------------------------------------------------
     def _flat_potential(self, model_args, model_kwargs):
@@ -370,9 +419,7 @@ class KineticLangevin(Langevin):
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
                          target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites)
-        if not (np.isfinite(friction) and friction > 0):
-            raise ValueError(f"friction must be a positive finite number; got {friction!r}")
-        self._friction = float(friction)
+        self._friction = positive("friction", friction, "the friction gamma")
         self._adapt_mass = bool(adapt_mass)
 
     def _core_kernel(self):
@@ -386,3 +433,8 @@ class KineticLangevin(Langevin):
 
     def _core_args(self, ws: adaptation.WindowState) -> tuple:
         return ws.step_size, ws.inverse_mass, self._friction
+
+    def describe(self, state=None) -> str:
+        text = super().describe(state).replace("MALA" if self._adjust else "ULA",
+                                               "kinetic Langevin (GHMC)" if self._adjust else "kinetic Langevin")
+        return text + f", friction {self._friction:g}" + (", diagonal mass adapted" if self._adapt_mass else "")
