@@ -95,3 +95,13 @@ def nngp_diag(X, *, lambda0: float | Sequence[float] = 1.0, activation: Activati
         if ell + 1 < depth:
             c = k / lams[ell + 1]
     return k
+
+
+def nngp_mean(X, *, lambda0: float = 1.0, activation: ActivationLike = "erf", order: int = 64):
+    r"""The mean feature :math:`m(x) = \mathbb E[\sigma(h(x))]`, :math:`h(x) \sim \mathcal N(0, C(x, x))`, for each row of
+    X, shape (n,): zero for odd activations. One hidden layer. The non-odd theory's mean kernel is
+    :math:`M = m m^\top`, and :math:`K - M` is the covariance of the features."""
+    act = get_activation(activation)
+    (lam,) = hidden_lambdas(lambda0, 1)
+    X = _as_inputs(X, "X")
+    return act.mean(np.einsum("ij,ij->i", X, X) / (lam * X.shape[1]), order=order)

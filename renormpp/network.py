@@ -117,10 +117,12 @@ def _odd_on_grid(fn: Callable, lo: float = -6.0, hi: float = 6.0, n: int = 257) 
 # ---- the activation table --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Activation:
-    """One activation: its name, JAX function, NNGP kernel map and parity.
+    r"""One activation: its name, JAX function, NNGP kernel map, mean and parity.
 
     ``kappa(c11, c22, c12)`` is the closed-form kernel map on float64 numpy arrays, or None: then
-    :meth:`kernel_map` integrates ``np_fn`` (or ``fn`` in float64) by Gauss-Hermite quadrature.
+    :meth:`kernel_map` integrates ``np_fn`` (or ``fn`` in float64) by Gauss-Hermite quadrature. ``mean_fn(c)``
+    is the closed form of :math:`\mathbb E[\sigma(h)]`, :math:`h \sim \mathcal N(0, c)` (zero for odd
+    activations), or None: then :meth:`mean` integrates by quadrature.
     """
 
     name: str
@@ -128,6 +130,7 @@ class Activation:
     odd: bool
     kappa: Callable | None = None
     np_fn: Callable | None = None
+    mean_fn: Callable | None = None
 
     @property
     def closed_form(self) -> bool:
@@ -139,6 +142,19 @@ class Activation:
             return self.kappa(*(np.asarray(c, dtype=np.float64) for c in (c11, c22, c12)))
         return gauss_hermite_kappa(self.np_fn or self.fn, c11, c22, c12, order=order)
 
+    def mean(self, c, order: int = 64) -> np.ndarray:
+        r""":math:`m(c) = \mathbb E[\sigma(h)]` for :math:`h \sim \mathcal N(0, c)`, elementwise, float64 (zero for odd
+        activations; the non-odd theory's mean kernel is :math:`m(x) m(x')`)."""
+        c = np.asarray(c, dtype=np.float64)
+        if self.odd:
+            return np.zeros_like(c)
+        if self.mean_fn is not None:
+            return self.mean_fn(c)
+        z, wts = np.polynomial.hermite_e.hermegauss(order)
+        with x64_context():
+            values = np.asarray((self.np_fn or self.fn)(np.sqrt(c)[..., None] * z), dtype=np.float64)
+        return values @ (wts / wts.sum())
+
     def __call__(self, h):
         return self.fn(h)
 
@@ -146,7 +162,7 @@ class Activation:
 #: The named activations. Adding one is one entry here (give ``kappa`` if the kernel map has a closed form).
 ACTIVATIONS: dict[str, Activation] = {a.name: a for a in (
     Activation("erf", jax.scipy.special.erf, odd=True, kappa=_kappa_erf),
-    Activation("relu", jax.nn.relu, odd=False, kappa=_kappa_relu),
+    Activation("relu", jax.nn.relu, odd=False, kappa=_kappa_relu, mean_fn=lambda c: np.sqrt(c / (2.0 * np.pi))),
     Activation("linear", lambda h: h, odd=True, kappa=_kappa_linear),
     Activation("tanh", jnp.tanh, odd=True, np_fn=np.tanh),
 )}

@@ -216,6 +216,32 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     return fig
 
 
+def scaling(groups: dict, fits):
+    """Finite-size scaling: the relative deviation Delta = (MC - theory) / theory against 1/N1 with error bars, one
+    panel per quantity, one colour per theory, and the straight-line fits extrapolated to 1/N1 = 0
+    (``groups``, ``fits``: :func:`renormpp.experiments.report.scaling_table` grouped, and its extrapolations)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.2), constrained_layout=True, squeeze=False)
+    for ax, (name, g) in zip(axes[0], groups.items()):
+        for i, th in enumerate(g.theory.unique()):
+            sub = g[g.theory == th].sort_values("N1")
+            x = 1.0 / sub.N1.to_numpy()
+            color = f"C{i}"
+            ax.errorbar(x, sub.delta_rel, yerr=sub.delta_rel_error, fmt="o", color=color, capsize=3, label=th)
+            f = fits[(fits.quantity == name) & (fits.theory == th)]
+            if len(f) and np.isfinite(f.delta_inf.iloc[0]):
+                xs = np.linspace(0.0, x.max() * 1.05, 50)
+                ax.plot(xs, f.delta_inf.iloc[0] + f.slope.iloc[0] * xs, color=color, lw=1)
+                ax.errorbar([0.0], [f.delta_inf.iloc[0]], yerr=[f.delta_inf_error.iloc[0]], fmt="s", color=color,
+                            capsize=4, mfc="none")
+        ax.axhline(0.0, color="k", lw=0.6)
+        ax.set_xlabel("$1/N_1$")
+        ax.set_ylabel("(MC − theory) / theory")
+        ax.set_title(name)
+        ax.legend(fontsize="small", title="theory (squares: extrapolated)")
+    return fig
+
+
 def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str = "gamma", cut="auto",
                 draw_unit: str = "recorded draw"):
     """Supplement's Monte Carlo analysis figure for one scalar series, every chain shown and pooled as the report

@@ -101,7 +101,7 @@ def test_gradient_and_hessian_match_finite_differences():
     _, G = fit.action_and_gradient(Q)
     # directional derivative of S is <G, E>; of G it is the Hessian applied to E
     np.testing.assert_allclose((S_p - S_m) / (2 * h), np.sum(G * E), rtol=1e-7)
-    st = theory._AtQ(Q, fit.spectrum, fit.N1, fit.T, fit.lambda1)
+    st = theory.action._AtQ(Q, fit.spectrum, fit.N1, fit.T, fit.lambda1)
     np.testing.assert_allclose(st.hessian_vp(E), (G_p - G_m) / (2 * h), rtol=1e-6, atol=1e-8)
 
 
@@ -280,15 +280,17 @@ def test_one_loop_breakdown_is_flagged():
 
 def test_non_odd_activations():
     X, Y, X0, Y0 = _data(D=2)
-    for method in ("exact", "one_loop"):
-        with pytest.raises(ValueError, match="odd activations only.*infinite_width"):
-            rp.theory.solve(X, Y, N1=10, activation="relu", method=method)
-        with pytest.raises(ValueError, match="not odd"):
-            rp.theory.solve(X, Y, N1=10, activation=np.cos, method=method)
+    # the paper's action holds for odd activations; a non-odd one (relu, or a callable such as cos) takes the
+    # two-order-parameter theory (tests/test_theory_beyond.py), and only the 1/N1 correction is refused
+    with pytest.raises(ValueError, match="needs an odd activation.*not odd"):
+        rp.theory.solve(X, Y, N1=10, activation="relu", method="corrected")
+    with pytest.raises(ValueError, match="not odd"):
+        rp.theory.solve(X, Y, N1=10, activation=np.cos, method="corrected")
     fit = rp.theory.solve(X, Y, N1=10, activation="relu", method="infinite_width")
     assert np.isfinite(fit.generalization_error(X0, Y0))
     with pytest.raises(ValueError, match="odd"):
-        fit.refit("exact")
+        fit.refit("corrected")
+    assert fit.refit("exact").nonodd and np.isfinite(fit.refit("exact").generalization_error(X0, Y0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         odd = rp.theory.solve(X, Y, N1=10, activation=np.sin, method="exact")  # callables work

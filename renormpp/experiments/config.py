@@ -266,6 +266,20 @@ class PointRun(_Run):
     seed: Count0
 
 
+# ---- [scaling]: finite-size scaling --------------------------------------------------------------------------
+class ScalingConfig(_Table):
+    """Finite-size scaling instead of a sweep over N1: at each scale s, P = s data.P and N1 = s model.N1, so that
+    alpha = P / N1 stays fixed (and N0 = s data.N0 with ``grow_N0``); the report extrapolates MC - theory to 1/N1 = 0."""
+
+    scales: OneOrMany(Annotated[float, Field(gt=0, allow_inf_nan=False, **_expect("a finite number > 0"))]) = Field(
+        description="the scales s (at least 3 for the extrapolation)")
+    grow_N0: Flag = Field(False, description="also N0 = s * data.N0 (synthetic data)")
+
+
+class PointScaling(_Table):
+    scale: float
+
+
 # ---- the whole config -------------------------------------------------------------------------------------------
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -314,29 +328,59 @@ class _Config(BaseModel):
 
 
 class PointConfig(_Config):
-    """The config of one point of a sweep: one width ``model.N1`` and one seed ``run.seed``."""
+    """The config of one point of a sweep: one width ``model.N1`` and one seed ``run.seed`` (and, in a scaling
+    sweep, its ``scaling.scale``, with the data and width already scaled)."""
 
     model: PointModel
     run: PointRun
+    scaling: Optional[PointScaling] = None
 
     @property
     def name(self) -> str:
         """The point's folder name."""
+        if self.scaling is not None:
+            return f"s={self.scaling.scale:g}_seed={self.run.seed}"
         return f"N1={self.model.N1}_seed={self.run.seed}"
 
 
 class Config(_Config):
-    """A sweep: the data, the model with one or several widths ``model.N1``, the sampler and the run."""
+    """A sweep: the data, the model with one or several widths ``model.N1``, the sampler and the run; with
+    ``[scaling]``, a finite-size-scaling sweep over scales s instead."""
 
     model: ModelConfig
     run: RunConfig = Field(description="how and where the sweep runs")
+    scaling: Optional[ScalingConfig] = None
+
+    @model_validator(mode="after")
+    def _one_width_to_scale(self):
+        if self.scaling is not None:
+            if len(self.model.N1) != 1:
+                raise ValueError(f"model.N1 = {self.model.N1} is not allowed with [scaling]: give one width, the one at "
+                                 "scale 1 (N1 = s * model.N1 at scale s)")
+            if not hasattr(self.data, "P"):
+                raise ValueError(f"[scaling] needs a data set with P; data.name = {self.data.name!r} has none")
+            if self.scaling.grow_N0 and not hasattr(self.data, "N0"):
+                raise ValueError(f"scaling.grow_N0 = true needs a data set with N0; data.name = {self.data.name!r} "
+                                 "has none")
+        return self
 
     def points(self) -> list[PointConfig]:
-        """One :class:`PointConfig` per (N1, seed)."""
-        base = self.model_dump()
+        """One :class:`PointConfig` per (N1, seed), or per (scale, seed) with ``[scaling]``."""
+        base = self.model_dump(exclude={"scaling"})
         run = {k: v for k, v in base["run"].items() if k != "seeds"}
-        return [PointConfig.model_validate({**base, "model": {**base["model"], "N1": N1}, "run": {**run, "seed": seed}})
-                for N1 in self.model.N1 for seed in self.run.seeds]
+        if self.scaling is None:
+            return [PointConfig.model_validate({**base, "model": {**base["model"], "N1": N1},
+                                                "run": {**run, "seed": seed}})
+                    for N1 in self.model.N1 for seed in self.run.seeds]
+        out = []
+        for s in self.scaling.scales:
+            data = {**base["data"], "P": max(1, round(s * self.data.P))}
+            if self.scaling.grow_N0:
+                data["N0"] = max(1, round(s * self.data.N0))
+            model = {**base["model"], "N1": max(1, round(s * self.model.N1[0]))}
+            out += [PointConfig.model_validate({**base, "data": data, "model": model, "run": {**run, "seed": seed},
+                                                "scaling": {"scale": s}}) for seed in self.run.seeds]
+        return out
 
 
 # ---- reading, checking, writing ---------------------------------------------------------------------------------
@@ -358,10 +402,11 @@ def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | Poi
         raw = raw.model_dump(exclude_none=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"a config is a dict of tables data, model, sampler, run; got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"data", "model", "sampler", "run"})
+    unknown = sorted(set(raw) - {"data", "model", "sampler", "run", "scaling"})
     if unknown:
-        raise ConfigError(f"unknown table(s) {unknown}; a config has the tables data, model, sampler, run")
-    for table in ("data", "model", "sampler", "run"):
+        raise ConfigError(f"unknown table(s) {unknown}; a config has the tables data, model, sampler, run (and "
+                          "optionally scaling)")
+    for table in ("data", "model", "sampler", "run", "scaling"):
         if not isinstance(raw.get(table, {}), dict):
             raise ConfigError(f"[{table}] must be a table of keys; got {raw[table]!r}")
     if "name" not in raw.get("data", {}):
@@ -393,7 +438,7 @@ def _table_class(raw: dict, table: str):
         return DATA_TABLES.get(raw["data"]["name"])
     if table == "sampler":
         return SAMPLER_TABLES.get(raw.get("sampler", {}).get("kind", "kinetic"))
-    return {"model": ModelConfig, "run": RunConfig}[table]
+    return {"model": ModelConfig, "run": RunConfig, "scaling": ScalingConfig}[table]
 
 
 def _describe(kind) -> str | None:

@@ -57,6 +57,8 @@ def report(outdir) -> Path:
     done = _finished(outdir)
     if not done:
         raise FileNotFoundError(f"no finished point under {outdir / 'points'} yet")
+    if cfg.scaling is not None:
+        return scaling_report(outdir, cfg, done)
     data = stages.load_data(cfg.data)
     m = cfg.model
     base = stages.solve_theory(m.model_copy(update={"N1": done[0][0]["N1"]}), data)
@@ -131,6 +133,99 @@ def report(outdir) -> Path:
     if missing:
         lines += [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. "
                   f"Resume with `renormpp run {outdir}`.", ""]
+    path = outdir / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+# ---- finite-size scaling ----------------------------------------------------------------------------------------
+def scaling_table(done) -> "pd.DataFrame":
+    """One row per (scale, quantity, theory) of the finished points that passed their health check, seeds pooled:
+    the MC mean and error (weighted over seeds), the prediction, and Delta = MC - theory, absolute and relative."""
+    import pandas as pd
+
+    rows = []
+    for res, folder in done:
+        if res.get("status", "ok") != "ok":
+            continue
+        comp = pd.read_csv(folder / "comparison.csv")
+        scale = config_mod.resolve(config_mod.load(folder / "config.toml"), point=True).scaling.scale
+        comp = comp.assign(scale=scale, N1=res["N1"], seed=res["seed"])
+        rows.append(comp[["scale", "N1", "seed", "quantity", "theory", "mc_mean", "mc_error", "prediction"]])
+    if not rows:
+        return pd.DataFrame()
+    table = pd.concat(rows)
+    w = 1.0 / table.mc_error**2
+    table = table.assign(w=w, wm=w * table.mc_mean)
+    pooled = table.groupby(["scale", "N1", "quantity", "theory"], as_index=False).agg(
+        wsum=("w", "sum"), wmsum=("wm", "sum"), prediction=("prediction", "first"), seeds=("seed", "nunique"))
+    pooled["mc_mean"] = pooled.wmsum / pooled.wsum
+    pooled["mc_error"] = 1.0 / np.sqrt(pooled.wsum)
+    pooled["delta"] = pooled.mc_mean - pooled.prediction
+    pooled["delta_rel"] = pooled.delta / pooled.prediction.abs()
+    pooled["delta_rel_error"] = pooled.mc_error / pooled.prediction.abs()
+    return pooled.drop(columns=["wsum", "wmsum"])
+
+
+def _groups(table):
+    """eps_g, and the diagonal overlaps averaged (relative Delta), per (scale, theory)."""
+    diag = table[table.quantity.str.match(r"overlap\[(\d+),\1\]")]
+    ov = diag.groupby(["scale", "N1", "theory"], as_index=False).agg(
+        delta_rel=("delta_rel", "mean"), n=("delta_rel", "size"),
+        err2=("delta_rel_error", lambda e: float(np.sum(np.asarray(e) ** 2))))
+    ov["delta_rel_error"] = np.sqrt(ov.err2) / ov.n
+    eps = table[table.quantity == "eps_g"][["scale", "N1", "theory", "delta_rel", "delta_rel_error"]]
+    return {"eps_g": eps, "overlap diagonal (mean)": ov[["scale", "N1", "theory", "delta_rel", "delta_rel_error"]]}
+
+
+def scaling_report(outdir: Path, cfg, done) -> Path:
+    """The report of a finite-size-scaling sweep: Delta = MC - theory against 1/N1 for every theory, extrapolated to
+    1/N1 = 0 (:func:`renormpp.diagnostics.extrapolate`); ``scaling.csv``, ``extrapolation.csv``, ``scaling.png``."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from .. import diagnostics, plots
+
+    table = scaling_table(done)
+    lines = [f"# renormpp finite-size scaling: {cfg.data.name}", "",
+             f"alpha = P/N1 = {cfg.data.P / cfg.model.N1[0]:g} fixed; scales {cfg.scaling.scales} (P = s x {cfg.data.P}, "
+             f"N1 = s x {cfg.model.N1[0]}" + (f", N0 = s x {cfg.data.N0}" if cfg.scaling.grow_N0 else "") +
+             f"); T={cfg.model.T:g}, activation={cfg.model.activation}; sampler {cfg.sampler.kind}. Delta = MC - "
+             "theory, relative to the theory, fitted as Delta = Delta_inf + c / N1 (weighted least squares; errors "
+             "scaled by sqrt(chi2/dof) where that exceeds 1).", ""]
+    failed = [(r, f) for r, f in done if r.get("status", "ok") != "ok"]
+    if failed:
+        lines += [f"**{len(failed)} point(s) failed and are left out**: " +
+                  "; ".join(f"{f.name}: {r.get('problems', '')}" for r, f in failed), ""]
+    if table.empty:
+        lines += ["No point finished with a working sampler: nothing to extrapolate.", ""]
+    else:
+        table.to_csv(outdir / "scaling.csv", index=False)
+        fits = []
+        for group, g in _groups(table).items():
+            for th in g.theory.unique():
+                sub = g[g.theory == th].sort_values("N1")
+                fit = diagnostics.extrapolate(1.0 / sub.N1, sub.delta_rel, sub.delta_rel_error)
+                fits.append(dict(quantity=group, theory=th, delta_inf=fit.intercept, delta_inf_error=fit.intercept_error,
+                                 slope=fit.slope, slope_error=fit.slope_error, chi2_dof=fit.chi2_dof, points=fit.n))
+        fits = pd.DataFrame(fits)
+        fits.to_csv(outdir / "extrapolation.csv", index=False)
+        fig = plots.scaling(_groups(table), fits)
+        fig.savefig(outdir / "scaling.png", dpi=110)
+        plt.close(fig)
+        lines += ["![Delta against 1/N1](scaling.png)", "", "## Extrapolation to 1/N1 = 0", "",
+                  "| quantity | theory | Delta_inf (relative) | slope c | chi2/dof | points |", "|---|---|---|---|---|---|"]
+        for r in fits.itertuples():
+            z = r.delta_inf / r.delta_inf_error if r.delta_inf_error > 0 else float("nan")
+            lines.append(f"| {r.quantity} | {r.theory} | {r.delta_inf:+.2%} ± {r.delta_inf_error:.2%} (z = {z:+.1f}) | "
+                         f"{r.slope:+.3g} ± {r.slope_error:.2g} | {r.chi2_dof:.2g} | {r.points} |")
+        lines += ["", "## Delta per scale (seeds pooled)", "", _markdown(
+            table[table.quantity == "eps_g"][["scale", "N1", "theory", "mc_mean", "mc_error", "prediction", "delta_rel",
+                                              "delta_rel_error"]]), ""]
+    missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
+    if missing:
+        lines += [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. Resume with "
+                  f"`renormpp run {outdir}`.", ""]
     path = outdir / "report.md"
     path.write_text("\n".join(lines))
     return path

@@ -56,7 +56,8 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
         "run": cfg.run.model_dump(exclude_none=True) | {k: v for k, v in overrides.items() if v is not None}})
     outdir = Path(cfg.run.out).resolve()
     cfg.run.out = str(outdir)
-    check_same_config(outdir / "config.toml", cfg, ignore=config_mod.RUN_ONLY + ("model.N1", "run.seeds", "run.out"),
+    check_same_config(outdir / "config.toml", cfg, ignore=config_mod.RUN_ONLY + ("model.N1", "run.seeds", "run.out",
+                                                                             "scaling.scales"),
                       remedy="choose another run.out (only N1, seeds and the run options may change when a run is "
                              "resumed or extended)")
     stages.load_data(cfg.data)  # fail now, not in every point, when the data cannot be loaded

@@ -1,0 +1,38 @@
+r"""Proportional-limit theory of a one-hidden-layer network with D outputs (kernel shape renormalization).
+
+The partition function concentrates, for :math:`N_1, P \to \infty` at fixed :math:`\alpha = P/N_1`,
+on the minimum :math:`Q^*` of the effective action (paper, Eq. (1); odd activations)
+
+.. math::
+    S(Q) = \operatorname{Tr} Q - \log\det Q + \frac{1}{N_1}\Big[ y^\top (T\,\mathbb 1 + Q\otimes K/\lambda_1)^{-1} y
+           + \operatorname{Tr}\log(\mathbb 1 + Q\otimes K/(\lambda_1 T)) \Big],
+
+with :math:`K` the NNGP kernel on the training inputs (:mod:`renormpp.kernels`). The :math:`PD \times PD` matrix is
+never formed: with :math:`K = V\,\mathrm{diag}(k)\,V^\top` and :math:`\tilde y_\mu = Y^\top V_{:\mu}` the system is block
+diagonal, :math:`M_\mu(Q) = (T\,\mathbb 1_D + k_\mu Q/\lambda_1)^{-1}`, and one evaluation of :math:`S` and of
+
+.. math::
+    \frac{\partial S}{\partial Q} = \mathbb 1 - Q^{-1} + \frac{1}{N_1}\sum_\mu \frac{k_\mu}{\lambda_1}
+    \big[M_\mu - M_\mu \tilde y_\mu \tilde y_\mu^\top M_\mu\big]        \qquad\text{(supplement, eq:supp:full_deriv)}
+
+costs :math:`O(D^3 + P D^2)` after one :math:`O(P^3)` eigendecomposition (:mod:`.action`).
+
+Predictions at the saddle point (supplement, eq:SM_bias and eq:SM_var), with :math:`\kappa_\mu = V_{:\mu}\cdot K(X, x_0)`:
+
+.. math::
+    \Gamma(x_0) = \frac{1}{\lambda_1} Q \sum_\mu \kappa_\mu M_\mu \tilde y_\mu, \qquad
+    \Sigma(x_0) = \frac{K(x_0,x_0)}{\lambda_1} Q - \frac{1}{\lambda_1^2}\sum_\mu \kappa_\mu^2\, Q M_\mu Q,
+
+the generalization loss :math:`\epsilon_g = \|y_0 - \Gamma\|^2 + \operatorname{Tr}\Sigma` (paper Eq. (3)) and the
+readout overlaps :math:`\langle v v^\top\rangle/N_1 = Q^*/\lambda_1` (paper Eq. (4)).
+
+Beyond leading order and beyond odd activations: :mod:`.corrected` (the leading 1/N1 correction of the predictions,
+``method="corrected"``), :mod:`.nonodd` (activations with a mean feature, ReLU: two order parameters), both as a
+block-diagonal system plus a low-rank term (:mod:`.lowrank`).
+"""
+from . import action, corrected, lowrank, nonodd
+from .action import ConvergenceWarning, Spectrum, moments
+from .fit import METHODS, Prediction, TheoryFit, applies, solve
+
+__all__ = ["METHODS", "ConvergenceWarning", "Prediction", "Spectrum", "TheoryFit", "action", "applies", "corrected",
+           "lowrank", "moments", "nonodd", "solve"]

@@ -1,0 +1,310 @@
+"""The result of a solve, :class:`TheoryFit`, and :func:`solve`: every theory method of :data:`METHODS` on data (X, Y)."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import kernels
+from .._checks import data_pair, matrix, positive as _positive, positive_int
+from ..network import ActivationLike, get_activation
+from . import corrected, lowrank, nonodd
+from .action import ConvergenceWarning, Spectrum, _minimize, _terms, moments
+
+#: The theory methods: the exact saddle point Q*, its one-loop expansion, infinite width (Q = 1, the NNGP
+#: posterior), and the exact Q* with the leading 1/N1 correction of the predictions.
+METHODS = ("exact", "one_loop", "infinite_width", "corrected")
+
+
+def _check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(map(repr, METHODS))}")
+    return method
+
+
+# ----------------------------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prediction:
+    r"""Gaussian posterior of the network outputs at test points (supplement, eq:SM_bias and eq:SM_var).
+
+    ``mean`` (P0, D) is :math:`\Gamma`, ``cov`` (P0, D, D) is :math:`\Sigma` (variance of f, without the
+    observation noise T).
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray
+
+    @property
+    def var(self) -> np.ndarray:
+        """Per-output predictive variances, the diagonal of ``cov``, shape (P0, D)."""
+        return np.einsum("pdd->pd", self.cov)
+
+    @property
+    def cov_eigvals(self) -> np.ndarray:
+        """Eigenvalues of each covariance, (P0, D), clipped at 0 against round-off."""
+        return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
+
+
+@dataclass(frozen=True)
+class TheoryFit:
+    """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
+
+    Attributes: ``Q`` (D, D); ``converged`` (``exact`` and ``corrected``: the gradient norm reached ``gtol``;
+    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``); ``grad_norm``
+    (Frobenius norm of the action's gradient at Q; for ``one_loop`` it measures how far the perturbative Q is from
+    the saddle point); ``action``; ``method``; ``n_iter``; ``Q_mean`` (D, D), the order parameter of the mean part
+    of a non-odd activation's kernel, R (:mod:`renormpp.theory.nonodd`), equal to Q for odd activations.
+    """
+
+    Q: np.ndarray
+    converged: bool
+    grad_norm: float
+    action: float
+    method: str
+    n_iter: int
+    N1: float
+    T: float
+    lambda0: float
+    lambda1: float
+    activation: ActivationLike
+    X: np.ndarray = field(repr=False)
+    spectrum: Spectrum = field(repr=False)
+    Q_mean: np.ndarray | None = None
+    mean_t: np.ndarray | None = field(default=None, repr=False)  # V^T m, the mean feature in the eigenbasis (non-odd)
+
+    # --- derived quantities ------------------------------------------------------------------
+    @property
+    def P(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def D(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def alpha(self) -> float:
+        """alpha = P / N1."""
+        return self.P / self.N1
+
+    @property
+    def readout_overlap(self) -> np.ndarray:
+        r"""Prediction for :math:`\langle v v^\top\rangle / N_1 = Q^*/\lambda_1` (paper Eq. (4)). For ``corrected`` it is
+        the exact theory's (its 1/N1 correction is not derived, :mod:`renormpp.theory.corrected`)."""
+        return self.Q / self.lambda1
+
+    @property
+    def nonodd(self) -> bool:
+        """Whether the fit is of the two-order-parameter theory of a non-odd activation."""
+        return self.mean_t is not None
+
+    def action_and_gradient(self, Q) -> tuple[float, np.ndarray]:
+        """S(Q) and dS/dQ at any SPD Q (D, D), on this fit's data and parameters (odd activations)."""
+        if self.nonodd:
+            raise ValueError("action_and_gradient is the odd theory's action of Q alone; a non-odd activation's "
+                             "action has two order parameters: renormpp.theory.nonodd.action")
+        Q = np.asarray(Q, dtype=np.float64)
+        if Q.shape != (self.D, self.D):
+            raise ValueError(f"Q must have shape {(self.D, self.D)}; got {Q.shape}")
+        S, G = _terms(Q, self.spectrum, self.N1, self.T, self.lambda1)
+        if G is None:
+            raise ValueError("Q must be symmetric positive definite")
+        return S, G
+
+    def refit(self, method: str | None = None, *, N1=None, T=None, lambda1=None, **solver_options) -> "TheoryFit":
+        """Solve again with another method, width, temperature or readout prior.
+
+        Only ``lambda0`` and the activation change the kernel, so the eigendecomposition of K is
+        reused: a sweep over N1, T or lambda1 costs O(P D^2) per point instead of O(P^3).
+        """
+        N1 = self.N1 if N1 is None else _positive("N1", N1, "hidden-layer width")
+        T = self.T if T is None else _positive("T", T, "temperature")
+        lambda1 = self.lambda1 if lambda1 is None else _positive("lambda1", lambda1, "prior precision of the readout weights")
+        return _solve_spectrum(self.spectrum, self.X, N1, T, self.lambda0, lambda1, self.activation,
+                               self.method if method is None else method, **solver_options)
+
+    # --- predictions -----------------------------------------------------------------------------
+    def _test_inputs(self, X0) -> np.ndarray:
+        X0 = matrix(X0, "X0", "P0", "N0 features")
+        if X0.shape[1] != self.X.shape[1]:
+            raise ValueError(f"X0 has {X0.shape[1]} features but the training inputs have {self.X.shape[1]}")
+        return X0
+
+    def predict(self, X0, batch_size: int = 4096) -> Prediction:
+        """Predictive mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of X0."""
+        X0 = self._test_inputs(X0)
+        parts = [self._moments(X0[lo:lo + batch_size]) for lo in range(0, X0.shape[0], batch_size)]
+        return Prediction(mean=np.concatenate([p[0] for p in parts]), cov=np.concatenate([p[1] for p in parts]))
+
+    def _moments(self, X0):
+        """(mean, cov) at a batch of test points, by this fit's method."""
+        kappa, k00 = self.test_kernel(X0)
+        args = (self.spectrum, self.Q, self.T, self.lambda1)
+        if self.nonodd:
+            m0 = kernels.nngp_mean(X0, lambda0=self.lambda0, activation=self.activation)
+            return lowrank.moments(nonodd.system(self.spectrum, self.mean_t, self.Q, self.Q_mean, self.T, self.lambda1),
+                                   *nonodd.test_terms(self.Q, self.Q_mean, self.lambda1, kappa, k00, m0))
+        if self.method == "corrected":
+            return lowrank.moments(corrected.system(*args, self.N1), *corrected.test_terms(*args, self.N1, kappa, k00))
+        mean, s, U = moments(*args, kappa, k00)
+        return mean, np.einsum("ia,pa,ja->pij", U, s, U)
+
+    def test_kernel(self, X0) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel quantities at test inputs X0 (P0, N0): kappa = V^T K(X, X0), shape (P, P0), and K(x0, x0),
+        shape (P0,). They depend on lambda0 and the activation only."""
+        kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, lambda0=self.lambda0, activation=self.activation)
+        return kappa, kernels.nngp_diag(X0, lambda0=self.lambda0, activation=self.activation)
+
+    def generalization_error(self, X0, Y0) -> float:
+        r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
+        X0 = self._test_inputs(X0)
+        X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
+        if Y0.shape[1] != self.D:
+            raise ValueError(f"Y0 has D={Y0.shape[1]} outputs but the training labels have D={self.D}")
+        pred = self.predict(X0)
+        return float(np.mean(np.sum((Y0 - pred.mean) ** 2, axis=1) + pred.var.sum(axis=1)))
+
+    def posterior_predictive(self, X0):
+        """The predictive distribution as ``numpyro.distributions.MultivariateNormal``.
+
+        Batch shape (P0,), event shape (D,). Computed in float64; the distribution holds its
+        parameters in JAX's default dtype (float32 unless ``jax_enable_x64`` is on).
+        """
+        import jax.numpy as jnp
+        import numpyro.distributions as dist
+
+        pred = self.predict(X0)
+        # square root U diag(sqrt(s)) -> lower-triangular factor by QR, valid also for singular cov
+        s, U = np.linalg.eigh(pred.cov)
+        root = U * np.sqrt(np.maximum(s, 0.0))[:, None, :]
+        r = np.linalg.qr(np.swapaxes(root, 1, 2), mode="r")
+        sign = np.where(np.diagonal(r, axis1=1, axis2=2) < 0, -1.0, 1.0)
+        scale_tril = np.swapaxes(r * sign[:, :, None], 1, 2)
+        return dist.MultivariateNormal(jnp.asarray(pred.mean), scale_tril=jnp.asarray(scale_tril))
+
+
+# ----------------------------------------------------------------------------------------------
+# solve
+# ----------------------------------------------------------------------------------------------
+def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
+          activation: ActivationLike = "erf", method: str = "exact", *, gtol: float = 1e-8,
+          maxiter: int = 5000) -> TheoryFit:
+    r"""Solve the proportional-limit theory for a one-hidden-layer network on data (X, Y).
+
+    Parameters
+    ----------
+    X : (P, N0) training inputs. Y : (P, D) training labels ((P,) means D = 1).
+    N1 : hidden-layer width (alpha = P / N1). T : temperature. lambda0, lambda1 : prior precisions
+        of the first- and second-layer weights.
+    activation : ``"erf"``, ``"relu"``, ``"linear"``, ``"tanh"`` or an elementwise callable.
+    method : ``"exact"`` minimizes S(Q) over SPD Q: Newton steps with the analytic Hessian from the
+        one-loop Q (or Q = 1 where that is not positive definite), falling back on L-BFGS on a
+        Cholesky factor where Newton stalls, to ``|dS/dQ| <= gtol``; ``"one_loop"`` is the perturbative
+        :math:`Q = 1 + \alpha Q^{(1)}` (supplement, eq:supp:final_perturbative_eq),
+        :math:`Q^{(1)} = -\frac{1}{P}\sum_\mu \frac{k_\mu}{\lambda_1}[M^0_\mu - M^0_\mu\tilde y_\mu\tilde y_\mu^\top M^0_\mu]`;
+        ``"infinite_width"`` is Q = 1 (the NNGP posterior); ``"corrected"`` is the exact Q* with the leading 1/N1
+        correction of the predictions (:mod:`renormpp.theory.corrected`, odd activations). For an activation that
+        is not odd (relu), ``"exact"`` and ``"one_loop"`` solve the two-order-parameter theory
+        (:mod:`renormpp.theory.nonodd`).
+    gtol : convergence threshold on the Frobenius norm of the action's gradient. maxiter : optimizer iterations.
+
+    Returns
+    -------
+    TheoryFit
+    """
+    method = _check_method(method)
+    _check_applies(method, activation)
+    X, Y = data_pair(X, Y)
+    N1 = _positive("N1", N1, "hidden-layer width")
+    T = _positive("T", T, "temperature")
+    lambda0 = _positive("lambda0", lambda0, "prior precision of the first-layer weights")
+    lambda1 = _positive("lambda1", lambda1, "prior precision of the readout weights")
+    K = kernels.nngp(X, lambda0=lambda0, activation=activation)
+    spec = Spectrum.from_kernel(K, Y)
+    return _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=gtol, maxiter=maxiter)
+
+
+def applies(method: str, activation: ActivationLike) -> bool:
+    """Whether theory ``method`` holds for ``activation``: every method for odd activations; for others (relu) the
+    two-order-parameter theory gives ``exact``, ``one_loop`` and ``infinite_width``, and the 1/N1 correction
+    (``corrected``, derived for Gaussian features without a mean) does not apply."""
+    return _check_method(method) != "corrected" or get_activation(activation).odd
+
+
+def _check_applies(method: str, activation: ActivationLike) -> None:
+    if not applies(method, activation):
+        raise ValueError(
+            f"method={method!r} needs an odd activation (sigma(-h) = -sigma(h)): the 1/N1 correction is derived for "
+            f"features without a mean, and {get_activation(activation).name!r} is not odd. Use method='exact', "
+            "'one_loop' or 'infinite_width', which hold for any activation."
+        )
+
+
+def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1e-8, maxiter=5000):
+    _check_applies(method, activation)
+    gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
+    maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
+    common = dict(method=method, N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X,
+                  spectrum=spec)
+    if not get_activation(activation).odd:
+        return _solve_nonodd(spec, gtol, maxiter, **common)
+    D = spec.Yt.shape[1]
+    eye = np.eye(D)
+    n_iter = 0
+    if method == "infinite_width":
+        Q = eye
+    else:
+        _, G1 = _terms(eye, spec, N1, T, lambda1)
+        Q = eye - G1  # at Q = 1 the gradient is the data term: Q_1loop = 1 + alpha Q^(1)
+        q_min = np.linalg.eigvalsh(Q)[0]
+        if method == "one_loop" and q_min <= 0:
+            warnings.warn(
+                f"the one-loop Q is not positive definite (smallest eigenvalue {q_min:.3g}) at alpha = "
+                f"{X.shape[0] / N1:.3g}: perturbation theory has broken down; use method='exact'",
+                RuntimeWarning, stacklevel=3,
+            )
+        if method in ("exact", "corrected"):
+            Q0 = Q if q_min > 0.05 else eye
+            Q, n_iter = _minimize(Q0, spec, N1, T, lambda1, gtol, maxiter)
+    S, G = _terms(Q, spec, N1, T, lambda1)
+    # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged
+    grad_norm = float(np.linalg.norm(G)) if G is not None else np.inf
+    converged = grad_norm <= gtol if method in ("exact", "corrected") else G is not None
+    if method in ("exact", "corrected") and not converged:
+        _warn_not_converged(grad_norm, gtol, n_iter)
+    return TheoryFit(Q=Q, converged=bool(converged), grad_norm=grad_norm, action=float(S), n_iter=n_iter,
+                     Q_mean=Q, **common)
+
+
+def _warn_not_converged(grad_norm, gtol, n_iter):
+    warnings.warn(
+        f"the minimization of the effective action did not converge: |dS/dQ| = {grad_norm:.3g} > "
+        f"gtol = {gtol:.3g} after {n_iter} iterations. Check fit.converged; raise maxiter or gtol.",
+        ConvergenceWarning, stacklevel=4,
+    )
+
+
+def _solve_nonodd(spec, gtol, maxiter, **common):
+    """The two-order-parameter theory (:mod:`.nonodd`) of a non-odd activation."""
+    method, N1, T, lambda1, X = common["method"], common["N1"], common["T"], common["lambda1"], common["X"]
+    D = spec.Yt.shape[1]
+    mean_t = spec.V.T @ kernels.nngp_mean(X, lambda0=common["lambda0"], activation=common["activation"])
+    if method == "infinite_width":
+        Q = R = np.eye(D)
+        grad_norm, n_iter = 0.0, 0
+    else:
+        Q, R, grad_norm, n_iter = nonodd.solve(spec, mean_t, T, lambda1, N1, one_loop=method == "one_loop",
+                                               gtol=gtol, maxiter=maxiter)
+    Qhat = np.linalg.inv(R) - np.eye(D)
+    S = nonodd.action(spec, mean_t, T, lambda1, N1, Q, Qhat)
+    spd = bool(np.linalg.eigvalsh(Q)[0] > 0 and np.linalg.eigvalsh(R)[0] > 0)
+    converged = (grad_norm <= gtol and spd) if method == "exact" else (spd or method == "infinite_width")
+    if method == "exact" and not converged:
+        _warn_not_converged(grad_norm, gtol, n_iter)
+    if method == "one_loop" and not spd:
+        warnings.warn(f"the one-loop order parameters are not positive definite at alpha = {X.shape[0] / N1:.3g}: "
+                      "perturbation theory has broken down; use method='exact'", RuntimeWarning, stacklevel=4)
+    return TheoryFit(Q=Q, converged=converged, grad_norm=grad_norm, action=S, n_iter=n_iter, Q_mean=R,
+                     mean_t=mean_t, **common)
