@@ -26,7 +26,8 @@ import scipy
 import scipy.linalg
 
 import renormpp as rp
-from renormpp.theory import Spectrum, _solve_spectrum
+from renormpp.theory import Spectrum
+from renormpp.theory.fit import _solve_spectrum
 
 N0, D, T, LAMBDA0, LAMBDA1, ACT, N1, P_TEST = 784, 10, 0.01, 1.0, 1.0, "erf", 500, 1000
 TARGET_A_S, TARGET_B_RATIO, TARGET_C_S, TARGET_C_GB = 1.0, 1.5, 300.0, 8.0

@@ -113,10 +113,12 @@ def _theory_lines(fit, N1_grid, X_test=None, Y_test=None):
     return {m: {k: np.array(v) for k, v in d.items()} for m, d in out.items()}
 
 
-def _N1_grid(results, N1_grid):
+def _N1_grid(results, N1_grid, fit=None):
+    """The sampled N1 and the grid of the theory curves: 40 points, 12 for a non-odd activation (each of its solves is
+    a root search in two order parameters, about 0.1 s)."""
     N1s = np.array([r.attrs["N1"] for r in results])
     if N1_grid is None:
-        N1_grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 40)
+        N1_grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 12 if fit is not None and fit.nonodd else 40)
     return N1s, np.asarray(N1_grid, dtype=float)
 
 
@@ -159,7 +161,7 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
-    N1s, grid = _N1_grid(results, N1_grid)
+    N1s, grid = _N1_grid(results, N1_grid, fit)
     fig = ax.figure if ax is not None else plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)[0]
     ax = ax if ax is not None else fig.axes[0]
     if fit is not None and X_test is not None:
@@ -187,7 +189,7 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
-    N1s, grid = _N1_grid(results, N1_grid)
+    N1s, grid = _N1_grid(results, N1_grid, fit)
     D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
     lines = _theory_lines(fit, grid) if fit is not None else None

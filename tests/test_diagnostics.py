@@ -242,13 +242,16 @@ def test_to_datatree_from_a_dict_names_dims():
 
 
 def test_compare_and_plots_with_a_non_odd_activation(problem, tmp_path):
-    """relu: only the infinite-width theory applies; the others are NaN, not an error."""
+    """relu: the 1/N1 correction does not apply (NaN, not an error); the two-parameter theory gives the others."""
     data, _ = problem
     fit = rp.theory.solve(data.X, data.Y, N1=20, T=0.1, activation="relu", method="infinite_width")
     rng = np.random.default_rng(0)
     samples = {"eps_g": 0.3 + 0.01 * rng.standard_normal(4000), "overlap": 1.0 + 0.01 * rng.standard_normal((4000, 2, 2))}
     ds = dg.compare(samples, fit, data.X_test, data.Y_test, cut=0)
-    assert np.isnan(ds.prediction.sel(theory="exact")).all() and np.isnan(ds.prediction.sel(theory="one_loop")).all()
+    assert np.isnan(ds.prediction.sel(theory="corrected")).all()
+    assert np.isfinite(ds.prediction.sel(theory="exact")).all()
+    np.testing.assert_allclose(ds.prediction.sel(quantity="eps_g", theory="exact"),
+                               fit.refit("exact").generalization_error(data.X_test, data.Y_test))
     np.testing.assert_allclose(ds.prediction.sel(quantity="eps_g", theory="infinite_width"),
                                fit.generalization_error(data.X_test, data.Y_test))
     assert "does not apply" in ds.attrs["summary"]

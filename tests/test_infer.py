@@ -464,3 +464,26 @@ print(az.from_numpyro(m)["posterior"]["w"].dims)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "('chain', 'draw', 'hidden', 'input')" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+def test_blocks_of_any_size_share_one_compilation_and_give_the_same_draws(chain_method):
+    """Chains.run(state, n, length): blocks of 3 + 7 + 2 draws in one compilation of length 7 give the draws of one
+    block of 12, and the block is compiled once for all of them."""
+    def make():
+        kernel = infer.KineticLangevin(potential_fn=gaussian_potential, step_size=0.3)
+        chains = infer.Chains(kernel, num_chains=2, chain_method=chain_method, extra_fields=("accept_prob",))
+        return chains, chains.init(jax.random.PRNGKey(1), 0, init_params=jnp.zeros((2, 3)))
+
+    chains, state = make()
+    straight, stats = chains.run(state, 12)[1:]
+    chains, state = make()
+    parts = []
+    for n in (3, 7, 2):
+        state, draws, st = chains.run(state, n, 7)
+        assert draws.shape == (2, n, 3) and st["accept_prob"].shape == (2, n)
+        parts.append(draws)
+    np.testing.assert_array_equal(np.concatenate(parts, axis=1), straight)
+    assert chains._block._cache_size() == 1
+    with pytest.raises(ValueError, match="num_draws <= length"):
+        chains.run(state, 8, 7)

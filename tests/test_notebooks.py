@@ -17,7 +17,7 @@ from realdata import missing
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {"01_theory_quickstart.ipynb", "02_langevin_vs_theory.ipynb", "03_readout_overlaps.ipynb",
-            "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb"}
+            "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb", "07_validity_map.ipynb"}
 CELL_TIMEOUT = 600  # seconds per cell; a quick-size notebook takes well under a minute in all
 #: the real data sets a notebook needs; without them (rp.datasets.locate) its test skips with the loader's message
 NEEDS = {"03_readout_overlaps.ipynb": ("mnist",), "05_bayes_vs_adam.ipynb": ("mnist", "cifar10")}
@@ -69,6 +69,14 @@ gp_train, gp_test = rows["best GP"]
 assert gp_test[2] > 5 * np.delete(gp_test, 2).max()   # y3's pole sample dominates the test MSE
 assert FEATURES or (loaded.X.shape == d.X.shape and np.allclose(loaded.X.mean(axis=0), 0))
 """,
+    "07_validity_map.ipynb": """
+assert SIZE == "quick"
+eps = table[table.quantity == "eps_g"]
+assert len(eps) == 2 * 2 * 2 * len(rp.theory.METHODS)   # 2 activations x 2 ratios x 2 alphas, every theory
+assert eps[(eps.activation == "relu") & (eps.theory == "corrected")].prediction.isna().all()
+assert np.isfinite(eps[eps.theory.isin(["exact", "infinite_width"])].prediction).all() and np.isfinite(eps.mc_mean).all()
+assert set(summary.theory) == {"exact", "corrected", "infinite_width"}
+""",
 }
 
 
@@ -93,11 +101,12 @@ def test_notebook_is_stored_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_at_quick_size(path, monkeypatch):
+def test_notebook_runs_at_quick_size(path, monkeypatch, tmp_path):
     absent = [why for why in map(missing, NEEDS.get(path.name, ())) if why]
     if absent:
         pytest.skip(f"{path.name} needs real data: " + " ".join(absent))
-    monkeypatch.setenv("RENORMPP_NOTEBOOK_SIZE", "quick")  # the kernel inherits this process's environment
+    monkeypatch.setenv("RENORMPP_NOTEBOOK_SIZE", "quick")
+    monkeypatch.setenv("RENORMPP_NOTEBOOK_RUNS", str(tmp_path))  # notebooks that run sweeps start afresh  # the kernel inherits this process's environment
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
     if path.name in CHECKS:

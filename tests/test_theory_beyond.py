@@ -257,3 +257,52 @@ def test_methods_refuse_or_apply_by_activation():
         X, Y, X0, Y0 = _data(D=2)
         fit = theory.solve(X, Y, N1=N1, T=T, activation="relu")
         assert np.isfinite(fit.generalization_error(X0, Y0))
+
+
+# ---- against the exact posterior of finite networks (slow) ------------------------------------------------------------
+def _sampled(P, N0, N1, D, activation, draws, seed=0):
+    """The default sampler (kinetic Langevin with an exact Gibbs draw of v, Rao-Blackwellized observables) on a
+    synthetic linear teacher; compare() against every theory method."""
+    import jax
+    from numpyro.infer import MCMC
+
+    import renormpp as rp
+
+    d = rp.datasets.synthetic(P=P, P_test=500, N0=N0, D=D, teacher="linear", seed=seed)
+    kw = dict(T=0.01, lambda1=1.0, activation=activation)
+    rb = rp.readout.rao_blackwell(d.X, d.Y, d.X_test, d.Y_test, **kw)
+    gibbs = rp.readout.gibbs_fn(d.X, d.Y, **kw)
+    kernel = rp.infer.KineticLangevin(rp.models.one_hidden_layer, step_size=1e-3, inner_steps=10, observables=rb,
+                                      gibbs_fn=gibbs)
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=draws, num_chains=2, chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), d.X, d.Y, N1=N1, T=0.01, activation=activation,
+             extra_fields=("accept_prob", "diverging"))
+    fit = rp.theory.solve(d.X, d.Y, N1=N1, T=0.01, activation=activation, method="infinite_width")
+    ds = rp.diagnostics.compare(mcmc, fit, d.X_test, d.Y_test)
+    assert ds.attrs["sampler_ok"] and bool(ds.reliable.sel(quantity="eps_g"))
+    return ds
+
+
+@pytest.mark.slow
+def test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_deviates():
+    """P=200, N0=50, N1=100, D=2, erf (alpha = 2): the leading-order theory misses the sampled generalization error by
+    more than 5 standard errors; the 1/N1 correction moves the prediction toward it, by about a fifth of the gap
+    (benchmarks/README.md; the issue's target, half, is not reached)."""
+    ds = _sampled(200, 50, 100, 2, "erf", 2000)
+    e = ds.sel(quantity="eps_g")
+    gap_exact = float(e.mc_mean - e.prediction.sel(theory="exact"))
+    gap_corrected = float(e.mc_mean - e.prediction.sel(theory="corrected"))
+    assert abs(gap_exact) > 5 * float(e.mc_error), (gap_exact, float(e.mc_error))
+    assert abs(gap_corrected) < 0.9 * abs(gap_exact) and np.sign(gap_corrected) == np.sign(gap_exact)
+
+
+@pytest.mark.slow
+def test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width():
+    """P=100, N0=50, N1=50, D=2, relu (alpha = 2): the two-parameter theory is far closer than the NNGP limit on the
+    generalization error and on every diagonal overlap."""
+    ds = _sampled(100, 50, 50, 2, "relu", 2000)
+    dist = np.abs(ds.mc_mean - ds.prediction)
+    assert float(dist.sel(quantity="eps_g", theory="exact")) < 0.5 * float(dist.sel(quantity="eps_g",
+                                                                                     theory="infinite_width"))
+    for q in ("overlap[0,0]", "overlap[1,1]"):
+        assert float(dist.sel(quantity=q, theory="exact")) < 0.5 * float(dist.sel(quantity=q, theory="infinite_width"))

@@ -148,6 +148,9 @@ class Sampled(NamedTuple):
     notes: list
 
 
+MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
+
+
 def sample(p, data, store: PointStore, *, progress: bool = True, label: str = "") -> Sampled:
     """Warmup and sampling in blocks of draws, checkpointed to ``store`` (every ``run.checkpoint_every`` seconds,
     after the warmup, and on SIGTERM). The sampler's warnings are shown and kept (``sampling_notes.json``).
@@ -166,13 +169,14 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
                disable=not progress, leave=False, dynamic_ncols=True)
     block, probes = 10, 2  # two short blocks time an iteration; then blocks of about chunk_seconds
+    length = max(min(max(W, total), MAX_BLOCK), block)  # every block runs in one compilation of this length
     try:
         while ck.warm + ck.n < W + total:
             warmup = ck.warm < W
             n = min(block, (W - ck.warm) if warmup else (total - ck.n))
             t0 = time.perf_counter()
             with _noted(notes):
-                state, draws, stats = chains.run(ck.state, n)
+                state, draws, stats = chains.run(ck.state, n, length)
             dt = time.perf_counter() - t0
             ck.state, ck.seconds = state, ck.seconds + dt
             if warmup:
@@ -185,7 +189,7 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
                 bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}")
             probes -= 1
             if probes == 0:
-                block = int(np.clip(r.chunk_seconds / (dt / n), 1, 100_000))
+                block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
             end_of_warmup = warmup and ck.warm == W
             if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
                 ck.save()

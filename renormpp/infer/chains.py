@@ -67,34 +67,42 @@ class Chains:
         get_sample = attrgetter(kernel.sample_field)
         fields = {f: attrgetter(f) for f in self.extra_fields}
 
-        @partial(jax.jit, static_argnums=1)
-        def block(state, n):
-            def step(st, _):
-                st = kernel.sample(st, model_args, model_kwargs)
+        @partial(jax.jit, static_argnums=2)
+        def block(state, n, length):
+            # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
+            def step(st, i):
+                st = jax.lax.cond(i < n, lambda s: kernel.sample(s, model_args, model_kwargs), lambda s: s, st)
                 return st, (post(get_sample(st)), {f: get(st) for f, get in fields.items()})
-            return jax.lax.scan(step, state, None, length=n)
+            return jax.lax.scan(step, state, jnp.arange(length))
 
         self._block = block
 
-    def run(self, state, num_draws: int):
+    def run(self, state, num_draws: int, length: int | None = None):
         """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the kernel's sample field
-        and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...)."""
+        and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...).
+
+        ``length`` (at least ``num_draws``; default ``num_draws``): the block is compiled for this many iterations
+        and runs the first ``num_draws`` of them, so that blocks of different sizes share one compilation."""
         if self._block is None:
             raise RuntimeError("call init first: it binds the model arguments and compiles the block")
+        num_draws = int(num_draws)
+        length = num_draws if length is None else int(length)
+        if not 0 < num_draws <= length:
+            raise ValueError(f"need 0 < num_draws <= length; got num_draws={num_draws}, length={length}")
 
         def chain_first(tree):
-            return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x), 0, 1), tree)
+            return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x)[:num_draws], 0, 1), tree)
 
         with self._blas_limit():
             if self.chain_method == "vectorized":
-                new, (draws, stats) = jax.block_until_ready(self._block(state, int(num_draws)))
+                new, (draws, stats) = jax.block_until_ready(self._block(state, num_draws, length))
                 draws, stats = chain_first(draws), chain_first(stats)
             else:
                 outs = [jax.block_until_ready(self._block(jax.tree_util.tree_map(lambda x, c=c: x[c], state),
-                                                          int(num_draws)))
+                                                          num_draws, length))
                         for c in range(self.num_chains)]
                 new = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[o[0] for o in outs])
-                stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)  # noqa: E731
+                stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x)[:num_draws] for x in xs]), *trees)  # noqa: E731
                 draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
         if self.warn_divergences and "diverging" in stats:
             self._check_divergences(state, stats["diverging"])

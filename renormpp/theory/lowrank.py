@@ -97,21 +97,23 @@ def moments(s: LowRankSystem, kappa_p, E, K00):
     P, D = b.shape
     r = s.W.shape[1]
     P0 = kappa_p.shape[1]
-    Er = np.einsum("ij,njk,kl->nil", np.kron(U, np.eye(r)).T, E, U) if r else np.zeros((P0, 0, D))  # rotated E
+    Er = np.kron(U, np.eye(r)).T @ E @ U if r else np.zeros((P0, 0, D))  # rotated E (batched matmuls)
     # mean_e = q_e sum_mu kappa'_mu z_mu,e + sum_(c,j) E[(c,j), e] u[(c,j)],  u[(c,j)] = sum_mu W_mu,j z_mu,c
     mean = (kappa_p.T @ z) * q[None, :]
     if r:
         u = (s.W.T @ z).T.reshape(-1)
         mean = mean + np.einsum("nke,k->ne", Er, u)
     # K_x^T B^{-1} K_x: the block part, diagonal in the rotated basis, the cross terms and E^T G E
-    cov = -np.einsum("mn,ma,a->na", kappa_p**2, b, q**2)[:, :, None] * np.eye(D)[None]
+    cov = -((kappa_p**2).T @ (b * q**2))[:, :, None] * np.eye(D)[None]
     if r:
-        # L[(c, j), e] = (U^T B^{-1} K_x)[(c, j), e] = q_c delta_ce sum_mu W_mu,j b_mu,c kappa'_mu + (G E)[(c, j), e]
-        WbK = np.einsum("mj,mc,mn->ncj", s.W, b, kappa_p)  # (P0, D, r)
-        L = np.einsum("ncj,c,ce->ncje", WbK, q, np.eye(D)).reshape(P0, D * r, D) + np.einsum("kl,nle->nke", rot.G, Er)
-        cross = np.einsum("nkd,nke->nde", np.einsum("ncj,c,cd->ncjd", WbK, q, np.eye(D)).reshape(P0, D * r, D), Er)
-        cov = cov - cross - np.swapaxes(cross, 1, 2) - np.einsum("nkd,kl,nle->nde", Er, rot.G, Er)
-        cov = cov + np.einsum("nkd,kl,nle->nde", L, rot.F, L)
+        # Wq[(c, j), n, e] = q_c delta_ce sum_mu W_mu,j b_mu,c kappa'_mu: the block part of U^T B^{-1} K_x
+        WbK = np.stack([(s.W * b[:, c:c + 1]).T @ kappa_p for c in range(D)], axis=1).T  # (P0, D, r)
+        Wq = np.einsum("ncj,c,ce->ncje", WbK, q, np.eye(D)).reshape(P0, D * r, D)
+        GE = rot.G @ Er
+        L = Wq + GE  # (U^T B^{-1} K_x)[(c, j), e]
+        cross = np.swapaxes(Wq, 1, 2) @ Er
+        cov = cov - cross - np.swapaxes(cross, 1, 2) - np.swapaxes(Er, 1, 2) @ GE
+        cov = cov + np.swapaxes(L, 1, 2) @ (rot.F @ L)
     mean = mean @ U.T
-    cov = np.einsum("ij,njk,lk->nil", U, cov, U) + K00
+    cov = U @ cov @ U.T + K00
     return mean, 0.5 * (cov + np.swapaxes(cov, 1, 2))

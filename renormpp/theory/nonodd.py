@@ -30,6 +30,8 @@ Q/\lambda_1`, and :math:`\langle(\sum_i v_i)(\sum_i v_i)^\top\rangle/N_1 = R/\la
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.optimize
 
@@ -83,19 +85,28 @@ def _action(theta, k, mt, Yt, T, lambda1, N1):
             + _data_term(Q, R, k, mt, Yt, T, lambda1) / N1)
 
 
-def _gradient_and_jacobian(spec, mt, T, lambda1, N1):
-    """``f(theta) -> (grad, jacobian)`` of (N1) in the upper-triangle coordinates, float64."""
+@functools.lru_cache(maxsize=None)
+def _compiled():
+    """The gradient of (N1) and its Jacobian, compiled once per shape (the data are arguments, not constants)."""
     import jax
 
-    args = (spec.k, mt, spec.Yt, T, lambda1, N1)
-    grad = jax.jit(jax.grad(lambda th: _action(th, *args)))
-    jac = jax.jit(jax.jacfwd(grad))
+    grad = jax.grad(_action)
+    return jax.jit(grad), jax.jit(jax.jacfwd(grad))
 
-    def f(theta):
-        with x64_context():
-            return np.asarray(grad(theta), dtype=float), np.asarray(jac(theta), dtype=float)
 
-    return f
+def _gradient_and_jacobian(spec, mt, T, lambda1, N1):
+    """``(grad(theta), jacobian(theta))`` of (N1) in the upper-triangle coordinates, float64. The root search asks
+    for the Jacobian only now and then (MINPACK's hybrj updates it by Broyden's rule in between)."""
+    grad, jac = _compiled()
+    args = (spec.k, mt, spec.Yt, float(T), float(lambda1), float(N1))
+
+    def as_numpy(fn):
+        def call(theta):
+            with x64_context():
+                return np.asarray(fn(theta, *args), dtype=float)
+        return call
+
+    return as_numpy(grad), as_numpy(jac)
 
 
 def solve(spec, mt, T: float, lambda1: float, N1: float, *, one_loop: bool, gtol: float, maxiter: int):
@@ -103,7 +114,7 @@ def solve(spec, mt, T: float, lambda1: float, N1: float, *, one_loop: bool, gtol
     D = spec.Yt.shape[1]
     start = _pack(np.eye(D), np.zeros((D, D)))
     with x64_context():
-        f = _gradient_and_jacobian(spec, mt, T, lambda1, N1)
+        grad_fn, jac_fn = _gradient_and_jacobian(spec, mt, T, lambda1, N1)
         if one_loop:
             import jax
 
@@ -114,9 +125,9 @@ def solve(spec, mt, T: float, lambda1: float, N1: float, *, one_loop: bool, gtol
             Qhat, Q = gQ * off, np.eye(D) - gQ * off + gQhat * off
             theta, n_iter = _pack(Q, Qhat), 0
         else:
-            res = scipy.optimize.root(f, start, jac=True, method="hybr", options=dict(xtol=1e-14, maxfev=maxiter))
+            res = scipy.optimize.root(grad_fn, start, jac=jac_fn, method="hybr", options=dict(xtol=1e-14, maxfev=maxiter))
             theta, n_iter = res.x, int(res.nfev)
-        grad, _ = f(theta)
+        grad = grad_fn(theta)
         Q, Qhat = (np.asarray(x) for x in _unpack(theta, D))
     R = np.linalg.inv(np.eye(D) + Qhat)
     return Q, R, float(np.linalg.norm(grad)), n_iter
