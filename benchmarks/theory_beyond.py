@@ -46,11 +46,17 @@ def cost(quick):
             fit = rp.theory.solve(d.X, d.Y, N1=P // 2, T=0.01, **kw)
             fit.generalization_error(d.X_test, d.Y_test)
             runs[name].append(time.perf_counter() - t)
-    med = {k: statistics.median(v) for k, v in runs.items()}
     print(f"[1] solve + eps_g on 1000 test points, P={P}, D={D}, N0={N0}, N1={P // 2}: medians of 3")
-    for k, v in med.items():
-        print(f"    {k:12s} {v:7.2f} s  ({v / med['exact']:.2f}x exact)  runs {np.round(runs[k], 2).tolist()}")
+    med = print_medians(runs, "exact")
     print(f"    target: corrected within 3x exact -> {'PASS' if med['corrected'] <= 3 * med['exact'] else 'FAIL'}\n")
+
+
+def print_medians(runs: dict, base) -> dict:
+    """Print the median of each entry's timings and its ratio to ``base``'s; returns the medians."""
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    for k, v in med.items():
+        print(f"    {str(k):12s} {v:7.2f} s  ({v / med[base]:.2f}x {base})  runs {np.round(runs[k], 2).tolist()}")
+    return med
 
 
 def table(out: Path, title: str, theories=None):

@@ -422,7 +422,7 @@ def _sampler_stats(source) -> tuple[dict | None, str | None]:
 def theory_fit(fit, method: str, **changes):
     """``fit.refit(method, **changes)``, or None where that theory does not apply: a one-loop Q that is
     not positive definite, or a method that does not hold for the activation (:func:`renormpp.theory.applies`)."""
-    if not theory.applies(method, fit.activation):
+    if not theory.applies(method, fit.activation, fit.depth):
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # reported as None instead

@@ -1,4 +1,5 @@
-r"""The finite one-hidden-layer network as a NumPyro model.
+r"""The finite network as a NumPyro model: :func:`mlp` (L equal-width hidden layers) and the paper's network,
+:func:`one_hidden_layer` (``mlp`` at depth 1).
 
 :math:`f(x) = v\,\sigma(w x/\sqrt{N_0})/\sqrt{N_1}` (:func:`renormpp.network.forward`) with
 :math:`w \in \mathbb R^{N_1\times N_0}`, :math:`w \sim \mathcal N(0, 1/\lambda_0)`, :math:`v \in \mathbb R^{D\times N_1}`,
@@ -7,8 +8,12 @@ the paper's Gibbs measure :math:`\propto \mathrm{prior}\cdot e^{-\mathcal L/T}` 
 :math:`\mathcal L = \frac12\sum_\mu\|y^\mu - f(x^\mu)\|^2` (paper, "Problem setting"). The potential energy NumPyro
 samples is :math:`U = \mathcal L/T + \lambda_0\|w\|^2/2 + \lambda_1\|v\|^2/2` + const.
 
-Plates name the axes, so that ``arviz.from_numpyro`` labels them (:data:`DIMS`): ``w`` has dims (hidden, input),
-``v`` (output, hidden), ``y`` and ``f`` (data, output).
+At depth L the hidden weights are ``w0`` (N1, N0) and ``w1 … w{L-1}`` (N1, N1), each layer scaled by
+:math:`1/\sqrt{\text{fan-in}}` (:func:`renormpp.network.hidden`), with priors :math:`\mathcal N(0, 1/\lambda_\ell)` and
+:math:`\lambda_L` for v.
+
+Plates name the axes, so that ``arviz.from_numpyro`` labels them (:data:`DIMS`): ``w`` (``w0``) has dims (hidden,
+input), ``w1 …`` (hidden, hidden_in), ``v`` (output, hidden), ``y`` and ``f`` (data, output).
 """
 from __future__ import annotations
 
@@ -19,11 +24,12 @@ import numpyro.distributions as dist
 
 from . import readout
 from ._checks import positive
-from .network import ActivationLike, check_width, forward, get_activation
+from .network import ActivationLike, bias_sites, check_width, forward, get_activation, layer_sites
 
 #: Named dimensions of each site, for ArviZ (``rp.diagnostics.to_datatree`` and ``az.from_numpyro``).
 DIMS = {"w": ["hidden", "input"], "v": ["output", "hidden"], "b": ["hidden"], "c": ["output"],
-        "y": ["data", "output"], "f": ["data", "output"]}
+        "y": ["data", "output"], "f": ["data", "output"], "w0": ["hidden", "input"], "b0": ["hidden"],
+        **{f"w{ell}": ["hidden", "hidden_in"] for ell in range(1, 16)}, **{f"b{ell}": ["hidden"] for ell in range(1, 16)}}
 
 
 def _data(A, name: str):
@@ -58,23 +64,36 @@ def _normal(name: str, plates, scale: float):
         return numpyro.sample(name, dist.Normal(0.0, scale))
 
 
-def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", T: float = 0.01,
-                     lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None,
-                     integrate_v: bool = False):
-    r"""NumPyro model of the Bayesian one-hidden-layer network (see the module docstring).
+def _lambdas(lambdas, depth: int) -> tuple[float, ...]:
+    """One prior precision per layer, hidden layers then readout: ``lambdas`` is one number for all of them or
+    ``depth + 1`` numbers."""
+    lams = np.atleast_1d(np.asarray(lambdas, dtype=float))
+    if lams.ndim != 1 or lams.size not in (1, depth + 1):
+        raise ValueError(f"lambdas must be one number or {depth + 1} (one per hidden layer, then the readout) at "
+                         f"depth {depth}; got {lambdas!r}")
+    lams = np.broadcast_to(lams, (depth + 1,))
+    return tuple(positive(f"lambdas[{i}]", float(x), "prior precision") for i, x in enumerate(lams))
+
+
+def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf", T: float = 0.01,
+        lambdas=1.0, bias: bool = False, D: int | None = None, integrate_v: bool = False):
+    r"""NumPyro model of the Bayesian network with ``depth`` equal-width hidden layers (see the module docstring).
 
     Parameters
     ----------
     X : (P, N0) inputs. Y : (P, D) labels, or None to predict (then ``D`` must be given, and the
         network outputs are recorded as the deterministic site ``f``).
-    N1 : hidden units. activation : a name of :data:`renormpp.network.ACTIVATIONS` or an elementwise JAX function.
-    T : temperature (observation variance). lambda0, lambda1 : prior precisions of w and v.
-    bias : add biases ``b`` (N1,) ~ N(0, 1/lambda0) to the pre-activations and ``c`` (D,) ~ N(0, 1/lambda1)
-        to the outputs (the paper sets biases to zero).
-    integrate_v : integrate the readout v out exactly, so that only w (and b) are sampled, from
-        :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)` (:func:`renormpp.readout.log_marginal`). Sample it with any
-        kernel, record :func:`renormpp.readout.rao_blackwell` observables, and draw v given w with
-        :func:`renormpp.readout.sample_readout` where v itself is needed. Needs Y, and no output bias.
+    N1 : width of every hidden layer. depth : number of hidden layers L; the weight sites are ``w`` (N1, N0) at
+        depth 1 and ``w0`` (N1, N0), ``w1 … w{L-1}`` (N1, N1) at depth L > 1, the readout ``v`` (D, N1).
+    activation : a name of :data:`renormpp.network.ACTIVATIONS` or an elementwise JAX function.
+    T : temperature (observation variance).
+    lambdas : prior precisions, one number for every layer or ``depth + 1`` numbers (the hidden layers in order,
+        then the readout): weights of layer l are N(0, 1/lambda_l), each layer scaled by 1/sqrt(fan-in).
+    bias : add biases ``b`` (``b0 …``, (N1,) each, prior of their layer) to the pre-activations and ``c`` (D,)
+        ~ N(0, 1/lambda_L) to the outputs (the paper sets biases to zero).
+    integrate_v : integrate the readout v out exactly (at any depth: v given the hidden weights is Gaussian), so that
+        only the hidden weights are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)`
+        (:func:`renormpp.readout.log_marginal`). Needs Y, and no biases.
     """
     X = _data(X, "X")
     Y = None if Y is None else _data(Y, "Y")
@@ -90,8 +109,9 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", 
     elif D is None:
         raise ValueError("give Y or the number of outputs D")
     N1 = check_width(N1)
-    for name, value in (("T", T), ("lambda0", lambda0), ("lambda1", lambda1)):
-        positive(name, value)
+    sites = layer_sites(depth)
+    lams = _lambdas(lambdas, len(sites))
+    positive("T", T)
     act = get_activation(activation)
     if integrate_v and Y is None:
         raise ValueError("integrate_v=True needs the labels Y (it integrates v out of the likelihood)")
@@ -99,18 +119,31 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", 
         raise ValueError("integrate_v=True covers networks without biases (bias=False, the paper's); "
                          "use integrate_v=False for bias=True")
 
-    s0, s1 = 1.0 / np.sqrt(lambda0), 1.0 / np.sqrt(lambda1)
-    params = {"w": _normal("w", (("hidden", N1), ("input", N0)), s0)}
+    scales = [1.0 / np.sqrt(lam) for lam in lams]
+    params = {name: _normal(name, (("hidden", N1), ("input", N0) if ell == 0 else ("hidden_in", N1)), scales[ell])
+              for ell, name in enumerate(sites)}
     if integrate_v:
-        cond = readout.conditional(params, X, Y, T=T, lambda1=lambda1, activation=act)
+        cond = readout.conditional(params, X, Y, T=T, lambda1=lams[-1], activation=act)
         numpyro.factor("y", readout.log_marginal(cond, Y))
         return
-    params["v"] = _normal("v", (("output", D), ("hidden", N1)), s1)
+    params["v"] = _normal("v", (("output", D), ("hidden", N1)), scales[-1])
     if bias:
-        params["b"] = _normal("b", (("hidden", N1),), s0)
-        params["c"] = _normal("c", (("output", D),), s1)
+        for ell, name in enumerate(bias_sites(depth)):
+            params[name] = _normal(name, (("hidden", N1),), scales[ell])
+        params["c"] = _normal("c", (("output", D),), scales[-1])
     f = forward(params, X, act)
     if Y is None:
         numpyro.deterministic("f", f)
     with _Plates((("data", P), ("output", D))):
         numpyro.sample("y", dist.Normal(f, np.sqrt(T)), obs=Y)
+
+
+def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", T: float = 0.01,
+                     lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None,
+                     integrate_v: bool = False):
+    r"""NumPyro model of the paper's one-hidden-layer network: :func:`mlp` at depth 1 with
+    ``lambdas = (lambda0, lambda1)``, the prior precisions of w and v (same sites and draws)."""
+    positive("lambda0", lambda0)
+    positive("lambda1", lambda1)
+    return mlp(X, Y, N1=N1, depth=1, activation=activation, T=T, lambdas=(lambda0, lambda1), bias=bias, D=D,
+               integrate_v=integrate_v)

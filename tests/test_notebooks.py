@@ -17,7 +17,8 @@ from realdata import missing
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {"01_theory_quickstart.ipynb", "02_langevin_vs_theory.ipynb", "03_readout_overlaps.ipynb",
-            "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb", "07_validity_map.ipynb"}
+            "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb", "06_deep_networks.ipynb",
+            "07_validity_map.ipynb"}
 CELL_TIMEOUT = 600  # seconds per cell; a quick-size notebook takes well under a minute in all
 #: the real data sets a notebook needs; without them (rp.datasets.locate) its test skips with the loader's message
 NEEDS = {"03_readout_overlaps.ipynb": ("mnist",), "05_bayes_vs_adam.ipynb": ("mnist", "cifar10")}
@@ -68,6 +69,17 @@ for name, byP in results.items():
 gp_train, gp_test = rows["best GP"]
 assert gp_test[2] > 5 * np.delete(gp_test, 2).max()   # y3's pole sample dominates the test MSE
 assert FEATURES or (loaded.X.shape == d.X.shape and np.allclose(loaded.X.mean(axis=0), 0))
+""",
+    "06_deep_networks.ipynb": """
+assert SIZE == "quick"
+eps = table[table.quantity == "eps_g"]
+syn = eps[eps.data == "synthetic"]
+assert sorted(syn.depth.unique()) == [1, 2, 3] and len(syn) == 3 * len(rp.theory.METHODS)
+assert np.isfinite(syn[syn.theory.isin(["exact", "infinite_width"])].prediction).all()
+assert syn[(syn.depth > 1) & (syn.theory == "corrected")].prediction.isna().all()
+assert np.isfinite(eps.mc_mean).all() and (eps.mc_error > 0).all()
+assert syn[syn.theory == "exact"].prediction.nunique() == 3   # the theory depends on the depth
+assert HAVE_MNIST == (set(eps.data) == {"synthetic", "mnist"})
 """,
     "07_validity_map.ipynb": """
 assert SIZE == "quick"

@@ -133,9 +133,19 @@ class _Model(_Table):
 
     N1: Any = Field(description="hidden units: one width or a list (the sweep)")
     T: Positive = 0.01
-    lambda0: Positive = 1.0
-    lambda1: Positive = 1.0
+    lambda0: Positive = Field(1.0, description="prior precision of the hidden-layer weights (every layer)")
+    lambda1: Positive = Field(1.0, description="prior precision of the readout weights")
     activation: Literal[tuple(network.ACTIVATIONS)] = "erf"
+    depth: Count = Field(1, description="hidden layers, each of width N1 (renormpp.models.mlp; theory: odd "
+                                        "activations)")
+
+    @model_validator(mode="after")
+    def _deep_theory(self):
+        if self.depth > 1 and not network.get_activation(self.activation).odd:
+            raise ValueError(f"model.depth = {self.depth} needs an odd activation (erf, tanh or linear): the theory of "
+                             f"deep networks is derived for odd activations, and {self.activation!r} is not odd. "
+                             "Use depth = 1 for a non-odd activation")
+        return self
 
 
 class ModelConfig(_Model):

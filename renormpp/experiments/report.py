@@ -111,7 +111,8 @@ def report(outdir) -> Path:
     missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
     lines = [f"# renormpp sweep: {data.name}", "",
              f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
-             f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}; "
+             f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}"
+             + (f", depth={m.depth}" if m.depth > 1 else "") + "; "
              f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method. A theory agrees with the "
              f"sampled mean where |z| < {diagnostics.Z_AGREE:g} and the error bar holds; otherwise the verdict gives "
              "the relative deviation Delta and z.", ""]

@@ -48,7 +48,7 @@ def solve_theory(model, data):
     """The kernel eigendecomposition of the data at the point's width (``infinite_width``: the other methods are
     refits of it, :func:`renormpp.diagnostics.theory_fit`)."""
     return theory.solve(data.X, data.Y, N1=model.N1, T=model.T, lambda0=model.lambda0, lambda1=model.lambda1,
-                        activation=model.activation, method="infinite_width")
+                        activation=model.activation, method="infinite_width", depth=model.depth)
 
 
 def theory_results(fit, data) -> dict:
@@ -73,8 +73,8 @@ STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step
 
 def model_kwargs(p) -> dict:
     m = p.model
-    return dict(N1=m.N1, activation=m.activation, T=m.T, lambda0=m.lambda0, lambda1=m.lambda1,
-                integrate_v=p.sampler.v_sampling == "integrated")
+    return dict(N1=m.N1, depth=m.depth, activation=m.activation, T=m.T,
+                lambdas=(m.lambda0,) * m.depth + (m.lambda1,), integrate_v=p.sampler.v_sampling == "integrated")
 
 
 def make_kernel(p, data):
@@ -84,7 +84,7 @@ def make_kernel(p, data):
 
     from .. import observables, readout
     from ..infer import KineticLangevin, Langevin, Observed
-    from ..models import one_hidden_layer
+    from ..models import mlp
 
     s, m = p.sampler, p.model
     train, test = _float32(data.X, data.Y), _float32(data.X_test, data.Y_test)
@@ -93,17 +93,17 @@ def make_kernel(p, data):
     else:
         record = observables.default(*test, m.activation)
     if s.kind == "nuts":
-        return Observed(NUTS(one_hidden_layer, target_accept_prob=s.target_accept_prob,
+        return Observed(NUTS(mlp, target_accept_prob=s.target_accept_prob,
                              max_tree_depth=s.max_tree_depth, dense_mass=s.dense_mass), record)
     gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation)
              if s.v_sampling == "gibbs" else None)
     common = dict(step_size=s.step_size, inner_steps=s.inner_steps, observables=record, gibbs_fn=gibbs,
                   warn_divergences=False)  # checked on the host after every block (renormpp.infer.Chains)
     if s.kind == "kinetic":
-        return KineticLangevin(one_hidden_layer, friction=s.friction, adapt_step_size=s.adapt_step_size,
+        return KineticLangevin(mlp, friction=s.friction, adapt_step_size=s.adapt_step_size,
                                target_accept_prob=s.target_accept_prob, **common)
     mala = s.kind == "mala"
-    return Langevin(one_hidden_layer, adjust=mala, adapt_step_size=mala and s.adapt_step_size,
+    return Langevin(mlp, adjust=mala, adapt_step_size=mala and s.adapt_step_size,
                     target_accept_prob=s.target_accept_prob if mala else None, **common)
 
 

@@ -1,4 +1,4 @@
-r"""Proportional-limit theory of a one-hidden-layer network with D outputs (kernel shape renormalization).
+r"""Proportional-limit theory of networks with D outputs, one hidden layer or L (kernel shape renormalization).
 
 The partition function concentrates, for :math:`N_1, P \to \infty` at fixed :math:`\alpha = P/N_1`,
 on the minimum :math:`Q^*` of the effective action (paper, Eq. (1); odd activations)
@@ -25,6 +25,23 @@ Predictions at the saddle point (supplement, eq:SM_bias and eq:SM_var), with :ma
 
 the generalization loss :math:`\epsilon_g = \|y_0 - \Gamma\|^2 + \operatorname{Tr}\Sigma` (paper Eq. (3)) and the
 readout overlaps :math:`\langle v v^\top\rangle/N_1 = Q^*/\lambda_1` (paper Eq. (4)).
+
+**Deep networks** (L hidden layers of width :math:`N_1`, odd activations; the central Equivalent Wishart Ansatz of
+Baglioni, Keup, …, Rotondo, arXiv:2605.29684, which is the paper's action at L = 1): the renormalized kernel is
+:math:`Q\otimes K^{(L)}`, with :math:`K^{(L)}` the NNGP kernel composed L times (:func:`renormpp.kernels.nngp`,
+``depth=L``), :math:`\lambda_1` the readout's prior precision, and
+
+.. math::
+    S_L(Q) = L\,\operatorname{Tr} Q^{1/L} - \log\det Q + \frac{1}{N_1}\Big[ y^\top (T\,\mathbb 1 + Q\otimes K^{(L)}/\lambda_1)^{-1} y
+           + \operatorname{Tr}\log(\mathbb 1 + Q\otimes K^{(L)}/(\lambda_1 T)) \Big],                        \tag{D1}
+
+so only the prior term changes: its gradient is :math:`Q^{1/L-1} - Q^{-1}` and its Hessian at Q = 1 is 1/L, hence
+the one-loop order parameter :math:`Q = 1 - L\,\partial_Q S_{\rm data}|_{Q=1} = 1 + L\alpha Q^{(1)}`       (D2).
+The predictions are those above with :math:`K^{(L)}` in place of K, at the same cost (one eigendecomposition). The
+ansatz gives every layer the same share :math:`Q_\ell = Q^{1/L}` of :math:`Q = \prod_\ell Q_\ell`
+(:math:`L\operatorname{Tr}Q^{1/L} - \log\det Q = \sum_\ell[\operatorname{Tr}Q_\ell - \log\det Q_\ell]`), and so
+predicts the readout overlaps :math:`\langle v v^\top\rangle/N_1 = (Q^*)^{1/L}/\lambda_1`               (D3);
+(D3) is this package's reading of the ansatz, checked against sampling in ``benchmarks/deep.py``.
 
 Beyond leading order and beyond odd activations: :mod:`.corrected` (the leading 1/N1 correction of the predictions,
 ``method="corrected"``), :mod:`.nonodd` (activations with a mean feature, ReLU: two order parameters), both as a

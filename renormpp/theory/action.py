@@ -47,11 +47,12 @@ class Spectrum:
 
 
 class _AtQ:
-    """Quantities at one SPD Q, in the eigenbasis U of Q: shared by the action, gradient and Hessian."""
+    r"""Quantities at one SPD Q, in the eigenbasis U of Q: shared by the action, gradient and Hessian. ``depth`` L
+    sets the prior term, :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (:mod:`renormpp.theory`, Eq. (D1))."""
 
-    def __init__(self, Q, spec: Spectrum, N1: float, T: float, lambda1: float):
+    def __init__(self, Q, spec: Spectrum, N1: float, T: float, lambda1: float, depth: int = 1):
         self.q, self.U = np.linalg.eigh(0.5 * (Q + Q.T))
-        self.N1, self.T = N1, T
+        self.N1, self.T, self.depth = N1, T, depth
         self.kl = spec.k / lambda1  # (P,)
         self.Z = spec.Yt @ self.U  # (P, D): y~_mu in the eigenbasis of Q
         self.spd = bool(self.q[0] > 0)
@@ -64,12 +65,13 @@ class _AtQ:
             return np.inf
         q, kl = self.q, self.kl
         data = np.sum(self.Z * self.A) + np.sum(np.log1p(kl[:, None] * q[None, :] / self.T))
-        return float(np.sum(q) - np.sum(np.log(q)) + data / self.N1)
+        L = self.depth
+        return float(L * np.sum(q ** (1.0 / L)) - np.sum(np.log(q)) + data / self.N1)
 
     def gradient(self) -> np.ndarray:
         """dS/dQ (supplement, eq:supp:full_deriv), a symmetric (D, D) matrix."""
         q, kl, A = self.q, self.kl, self.A
-        G_u = np.diag(1.0 - 1.0 / q + (kl @ self.m) / self.N1) - (A.T * kl) @ A / self.N1
+        G_u = np.diag(q ** (1.0 / self.depth - 1.0) - 1.0 / q + (kl @ self.m) / self.N1) - (A.T * kl) @ A / self.N1
         return _sym(self.U @ G_u @ self.U.T)
 
     def hessian_u(self) -> np.ndarray:
@@ -78,7 +80,9 @@ class _AtQ:
         For a symmetric perturbation with :math:`E = U^\top dQ\, U`, the change of the gradient is
         :math:`U (\sum_{cd} H_{abcd} E_{cd}) U^\top`. From :math:`d(-Q^{-1}) = Q^{-1} dQ\, Q^{-1}` and
         :math:`dM_\mu = -(k_\mu/\lambda_1) M_\mu dQ\, M_\mu`:
-        :math:`H_{abcd} = \delta_{ac}\delta_{bd}[1/(q_a q_b) - H^1_{ab}] + \delta_{ac} W_{adb} + \delta_{bc} W_{bda}`
+        :math:`H_{abcd} = \delta_{ac}\delta_{bd}[1/(q_a q_b) + \Delta_{ab} - H^1_{ab}] + \delta_{ac} W_{adb} +
+        \delta_{bc} W_{bda}`, with :math:`\Delta_{ab}` the divided difference of :math:`q^{1/L-1}` at
+        :math:`(q_a, q_b)` (the depth-L prior term; 0 at L = 1)
         with :math:`H^1_{ab} = \frac{1}{N_1}\sum_\mu (k_\mu/\lambda_1)^2 m_{\mu a} m_{\mu b}` and
         :math:`W_{acb} = \frac{1}{N_1}\sum_\mu (k_\mu/\lambda_1)^2 m_{\mu a} A_{\mu c} A_{\mu b}`.
         """
@@ -88,10 +92,20 @@ class _AtQ:
         W = (mk.T @ (A[:, :, None] * A[:, None, :]).reshape(-1, D * D)).reshape(D, D, D) / self.N1
         i = np.arange(D)
         H = np.zeros((D, D, D, D))
-        H[i[:, None], i[None, :], i[:, None], i[None, :]] = 1.0 / np.outer(q, q) - H1  # [a, b, a, b]
+        H[i[:, None], i[None, :], i[:, None], i[None, :]] = 1.0 / np.outer(q, q) + self._prior_dd() - H1  # [a, b, a, b]
         H[i, :, i, :] += np.swapaxes(W, 1, 2)  # [a, b, a, d] += W[a, d, b]
         H[:, i, i, :] += np.transpose(W, (2, 0, 1))  # [a, b, b, d] += W[b, d, a]
         return H
+
+    def _prior_dd(self) -> np.ndarray:
+        """Divided differences of the depth-L prior gradient :math:`q^{1/L-1}` between the eigenvalues of Q."""
+        p, q = 1.0 / self.depth - 1.0, self.q
+        if p == 0.0:
+            return np.zeros((q.size, q.size))
+        diff = q[:, None] - q[None, :]
+        close = np.abs(diff) <= 1e-6 * np.maximum(q[:, None], q[None, :])
+        mid = 0.5 * (q[:, None] + q[None, :])
+        return np.where(close, p * mid ** (p - 1.0), (q[:, None] ** p - q[None, :] ** p) / np.where(close, 1.0, diff))
 
     def hessian_vp(self, E: np.ndarray) -> np.ndarray:
         """Directional derivative of dS/dQ along a symmetric E (the Hessian applied to E)."""
@@ -124,19 +138,19 @@ def _sym_rows(H: np.ndarray) -> np.ndarray:
     return (0.5 * (H + np.swapaxes(H, 0, 1)))[iu]
 
 
-def _terms(Q, spec: Spectrum, N1: float, T: float, lambda1: float, grad: bool = True):
+def _terms(Q, spec: Spectrum, N1: float, T: float, lambda1: float, grad: bool = True, depth: int = 1):
     """Action S(Q) and its gradient dS/dQ in O(D^3 + P D^2); (inf, None) if Q is not SPD."""
-    st = _AtQ(Q, spec, N1, T, lambda1)
+    st = _AtQ(Q, spec, N1, T, lambda1, depth)
     if not st.spd:
         return np.inf, None
     return st.action(), (st.gradient() if grad else None)
 
 
-def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int):
+def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
     """Newton's method on symmetric Q with the exact Hessian and a backtracking line search."""
     D = Q.shape[0]
     iu = np.triu_indices(D)
-    st = _AtQ(Q, spec, N1, T, lambda1)
+    st = _AtQ(Q, spec, N1, T, lambda1, depth)
     S, G = st.action(), st.gradient()
     for it in range(maxiter):
         if np.linalg.norm(G) <= gtol:
@@ -163,7 +177,7 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
             return Q, it
         step, g_norm = 1.0, np.linalg.norm(G)
         while step > 1e-10:
-            st_new = _AtQ(Q + step * dQ, spec, N1, T, lambda1)
+            st_new = _AtQ(Q + step * dQ, spec, N1, T, lambda1, depth)
             S_new = st_new.action()
             if S_new <= S + 1e-4 * step * slope:  # Armijo
                 G_new = st_new.gradient()
@@ -196,11 +210,11 @@ def _Q_to_tril(Q: np.ndarray) -> np.ndarray:
     return L[np.tril_indices(Q.shape[0])]
 
 
-def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int):
+def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
     """Newton from Q0; where that stalls (far from the minimum the Hessian may be indefinite),
     L-BFGS on a Cholesky factor (always SPD), then Newton again to polish to ``gtol``."""
-    Q, n_iter = _newton(Q0, spec, N1, T, lambda1, gtol, maxiter=min(maxiter, 30))
-    if np.linalg.norm(_terms(Q, spec, N1, T, lambda1)[1]) <= gtol:
+    Q, n_iter = _newton(Q0, spec, N1, T, lambda1, gtol, maxiter=min(maxiter, 30), depth=depth)
+    if np.linalg.norm(_terms(Q, spec, N1, T, lambda1, depth=depth)[1]) <= gtol:
         return Q, n_iter
     D = Q0.shape[0]
     tri = np.tril_indices(D)
@@ -208,7 +222,7 @@ def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: flo
 
     def fun(theta):
         Q, L = _tril_to_Q(theta, D)
-        S, G = _terms(Q, spec, N1, T, lambda1)
+        S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
         if G is None or not np.isfinite(S):
             return np.inf, np.zeros_like(theta)
         dL = 2.0 * G @ L  # dS/dL for symmetric G
@@ -221,7 +235,7 @@ def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: flo
     )
     n_iter += int(res.nit)
     Q, _ = _tril_to_Q(res.x, D)
-    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0))
+    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0), depth=depth)
     return Q, n_iter + n_newton
 
 

@@ -53,7 +53,8 @@ class TheoryFit:
     """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
 
     Attributes: ``Q`` (D, D); ``converged`` (``exact`` and ``corrected``: the gradient norm reached ``gtol``;
-    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``); ``grad_norm``
+    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``); ``depth``, the number
+    of hidden layers L (of width ``N1``; ``lambda0`` their prior precision, one or L numbers); ``grad_norm``
     (Frobenius norm of the action's gradient at Q; for ``one_loop`` it measures how far the perturbative Q is from
     the saddle point); ``action``; ``method``; ``n_iter``; ``Q_mean`` (D, D), the order parameter of the mean part
     of a non-odd activation's kernel, R (:mod:`renormpp.theory.nonodd`), equal to Q for odd activations.
@@ -74,6 +75,7 @@ class TheoryFit:
     spectrum: Spectrum = field(repr=False)
     Q_mean: np.ndarray | None = None
     mean_t: np.ndarray | None = field(default=None, repr=False)  # V^T m, the mean feature in the eigenbasis (non-odd)
+    depth: int = 1
 
     # --- derived quantities ------------------------------------------------------------------
     @property
@@ -92,8 +94,13 @@ class TheoryFit:
     @property
     def readout_overlap(self) -> np.ndarray:
         r"""Prediction for :math:`\langle v v^\top\rangle / N_1 = Q^*/\lambda_1` (paper Eq. (4)). For ``corrected`` it is
-        the exact theory's (its 1/N1 correction is not derived, :mod:`renormpp.theory.corrected`)."""
-        return self.Q / self.lambda1
+        the exact theory's (its 1/N1 correction is not derived, :mod:`renormpp.theory.corrected`). At depth L > 1 it
+        is :math:`(Q^*)^{1/L}/\lambda_L` (Eq. (D3) of :mod:`renormpp.theory`: the central Wishart ansatz gives every
+        layer the same share :math:`Q^{1/L}` of the renormalization)."""
+        if self.depth == 1:
+            return self.Q / self.lambda1
+        q, U = np.linalg.eigh(self.Q)
+        return (U * np.maximum(q, 0.0) ** (1.0 / self.depth)) @ U.T / self.lambda1
 
     @property
     def nonodd(self) -> bool:
@@ -108,7 +115,7 @@ class TheoryFit:
         Q = np.asarray(Q, dtype=np.float64)
         if Q.shape != (self.D, self.D):
             raise ValueError(f"Q must have shape {(self.D, self.D)}; got {Q.shape}")
-        S, G = _terms(Q, self.spectrum, self.N1, self.T, self.lambda1)
+        S, G = _terms(Q, self.spectrum, self.N1, self.T, self.lambda1, depth=self.depth)
         if G is None:
             raise ValueError("Q must be symmetric positive definite")
         return S, G
@@ -123,7 +130,7 @@ class TheoryFit:
         T = self.T if T is None else _positive("T", T, "temperature")
         lambda1 = self.lambda1 if lambda1 is None else _positive("lambda1", lambda1, "prior precision of the readout weights")
         return _solve_spectrum(self.spectrum, self.X, N1, T, self.lambda0, lambda1, self.activation,
-                               self.method if method is None else method, **solver_options)
+                               self.method if method is None else method, depth=self.depth, **solver_options)
 
     # --- predictions -----------------------------------------------------------------------------
     def _test_inputs(self, X0) -> np.ndarray:
@@ -154,8 +161,9 @@ class TheoryFit:
     def test_kernel(self, X0) -> tuple[np.ndarray, np.ndarray]:
         """The kernel quantities at test inputs X0 (P0, N0): kappa = V^T K(X, X0), shape (P, P0), and K(x0, x0),
         shape (P0,). They depend on lambda0 and the activation only."""
-        kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, lambda0=self.lambda0, activation=self.activation)
-        return kappa, kernels.nngp_diag(X0, lambda0=self.lambda0, activation=self.activation)
+        kw = dict(lambda0=self.lambda0, activation=self.activation, depth=self.depth)
+        kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, **kw)
+        return kappa, kernels.nngp_diag(X0, **kw)
 
     def generalization_error(self, X0, Y0) -> float:
         r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
@@ -188,16 +196,16 @@ class TheoryFit:
 # ----------------------------------------------------------------------------------------------
 # solve
 # ----------------------------------------------------------------------------------------------
-def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
-          activation: ActivationLike = "erf", method: str = "exact", *, gtol: float = 1e-8,
+def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
+          activation: ActivationLike = "erf", method: str = "exact", *, depth: int = 1, gtol: float = 1e-8,
           maxiter: int = 5000) -> TheoryFit:
-    r"""Solve the proportional-limit theory for a one-hidden-layer network on data (X, Y).
+    r"""Solve the proportional-limit theory for a network with ``depth`` hidden layers on data (X, Y).
 
     Parameters
     ----------
     X : (P, N0) training inputs. Y : (P, D) training labels ((P,) means D = 1).
     N1 : hidden-layer width (alpha = P / N1). T : temperature. lambda0, lambda1 : prior precisions
-        of the first- and second-layer weights.
+        of the hidden-layer weights (one number, or one per hidden layer) and of the readout.
     activation : ``"erf"``, ``"relu"``, ``"linear"``, ``"tanh"`` or an elementwise callable.
     method : ``"exact"`` minimizes S(Q) over SPD Q: Newton steps with the analytic Hessian from the
         one-loop Q (or Q = 1 where that is not positive definite), falling back on L-BFGS on a
@@ -208,6 +216,10 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
         correction of the predictions (:mod:`renormpp.theory.corrected`, odd activations). For an activation that
         is not odd (relu), ``"exact"`` and ``"one_loop"`` solve the two-order-parameter theory
         (:mod:`renormpp.theory.nonodd`).
+    depth : number of hidden layers L, all of width N1: the kernel is the NNGP kernel composed L times and the
+        action's prior term is :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (Eq. (D1) of :mod:`renormpp.theory`);
+        the one-loop Q is :math:`1 + L\alpha Q^{(1)}`. Depth L > 1 holds for odd activations and the methods
+        ``exact``, ``one_loop`` and ``infinite_width``.
     gtol : convergence threshold on the Frobenius norm of the action's gradient. maxiter : optimizer iterations.
 
     Returns
@@ -215,25 +227,39 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     TheoryFit
     """
     method = _check_method(method)
-    _check_applies(method, activation)
+    depth = positive_int("depth", depth, "number of hidden layers")
+    _check_applies(method, activation, depth)
     X, Y = data_pair(X, Y)
     N1 = _positive("N1", N1, "hidden-layer width")
     T = _positive("T", T, "temperature")
-    lambda0 = _positive("lambda0", lambda0, "prior precision of the first-layer weights")
+    lams = kernels.hidden_lambdas(lambda0, depth)
+    lambda0 = lams[0] if len(set(lams)) == 1 else lams
     lambda1 = _positive("lambda1", lambda1, "prior precision of the readout weights")
-    K = kernels.nngp(X, lambda0=lambda0, activation=activation)
+    K = kernels.nngp(X, lambda0=lambda0, activation=activation, depth=depth)
     spec = Spectrum.from_kernel(K, Y)
-    return _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=gtol, maxiter=maxiter)
+    return _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=depth, gtol=gtol,
+                           maxiter=maxiter)
 
 
-def applies(method: str, activation: ActivationLike) -> bool:
-    """Whether theory ``method`` holds for ``activation``: every method for odd activations; for others (relu) the
-    two-order-parameter theory gives ``exact``, ``one_loop`` and ``infinite_width``, and the 1/N1 correction
-    (``corrected``, derived for Gaussian features without a mean) does not apply."""
-    return _check_method(method) != "corrected" or get_activation(activation).odd
+def applies(method: str, activation: ActivationLike, depth: int = 1) -> bool:
+    """Whether theory ``method`` holds for ``activation`` at ``depth``: at one hidden layer every method for odd
+    activations, and for others (relu) the two-order-parameter theory gives ``exact``, ``one_loop`` and
+    ``infinite_width`` while the 1/N1 correction (``corrected``, derived for Gaussian features without a mean) does
+    not apply; at depth L > 1 ``exact``, ``one_loop`` and ``infinite_width`` for odd activations."""
+    odd = get_activation(activation).odd
+    if depth > 1:
+        return odd and _check_method(method) != "corrected"
+    return _check_method(method) != "corrected" or odd
 
 
-def _check_applies(method: str, activation: ActivationLike) -> None:
+def _check_applies(method: str, activation: ActivationLike, depth: int = 1) -> None:
+    if depth > 1 and not applies(method, activation, depth):
+        raise ValueError(
+            f"depth={depth} holds for odd activations and the methods 'exact', 'one_loop' and 'infinite_width' "
+            f"(got method={method!r}, activation={get_activation(activation).name!r}): the 1/N correction and the "
+            "two-order-parameter theory of non-odd activations are derived for one hidden layer. Use depth=1, or an "
+            "odd activation (erf, tanh, linear) with one of those methods."
+        )
     if not applies(method, activation):
         raise ValueError(
             f"method={method!r} needs an odd activation (sigma(-h) = -sigma(h)): the 1/N1 correction is derived for "
@@ -242,12 +268,12 @@ def _check_applies(method: str, activation: ActivationLike) -> None:
         )
 
 
-def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1e-8, maxiter=5000):
-    _check_applies(method, activation)
+def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=1, gtol=1e-8, maxiter=5000):
+    _check_applies(method, activation, depth)
     gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
     maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
     common = dict(method=method, N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X,
-                  spectrum=spec)
+                  spectrum=spec, depth=depth)
     if not get_activation(activation).odd:
         return _solve_nonodd(spec, gtol, maxiter, **common)
     D = spec.Yt.shape[1]
@@ -256,8 +282,8 @@ def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1
     if method == "infinite_width":
         Q = eye
     else:
-        _, G1 = _terms(eye, spec, N1, T, lambda1)
-        Q = eye - G1  # at Q = 1 the gradient is the data term: Q_1loop = 1 + alpha Q^(1)
+        _, G1 = _terms(eye, spec, N1, T, lambda1, depth=depth)
+        Q = eye - depth * G1  # at Q = 1 the gradient is the data term and the prior's Hessian 1/L (Eq. (D2))
         q_min = np.linalg.eigvalsh(Q)[0]
         if method == "one_loop" and q_min <= 0:
             warnings.warn(
@@ -267,8 +293,8 @@ def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, gtol=1
             )
         if method in ("exact", "corrected"):
             Q0 = Q if q_min > 0.05 else eye
-            Q, n_iter = _minimize(Q0, spec, N1, T, lambda1, gtol, maxiter)
-    S, G = _terms(Q, spec, N1, T, lambda1)
+            Q, n_iter = _minimize(Q0, spec, N1, T, lambda1, gtol, maxiter, depth=depth)
+    S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
     # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged
     grad_norm = float(np.linalg.norm(G)) if G is not None else np.inf
     converged = grad_norm <= gtol if method in ("exact", "corrected") else G is not None
