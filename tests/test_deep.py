@@ -285,3 +285,27 @@ def test_a_deep_point_through_the_experiments():
         assert "depth=2" in (Path(out) / "report.md").read_text()
     with pytest.raises(rp.experiments.ConfigError, match="model.depth = 2 needs an odd activation"):
         rp.experiments.resolve({**cfg, "model": {**cfg["model"], "activation": "relu"}})
+
+
+def test_the_integrated_model_and_the_observables_at_depth_two():
+    """v integrated out at depth 2: the model's density of w is the prior times the Gaussian likelihood
+    N(y_a | 0, T + phi phi^T / (lambda_L N)) per output, built densely; eps_g and v v^T / N of a draw by hand."""
+    import scipy.stats
+
+    X, Y, X0 = _data(D=2)
+    Y0 = np.ones((len(X0), 2))
+    N1, T, lams = 5, 0.2, (0.5, 2.0, 1.5)
+    rng = np.random.default_rng(2)
+    params = {"w0": rng.standard_normal((N1, X.shape[1])), "w1": rng.standard_normal((N1, N1))}
+    kw = dict(N1=N1, depth=2, lambdas=lams, T=T)
+    U = float(potential_energy(models.mlp, (X, Y), kw | dict(integrate_v=True), params))
+    phi = np.asarray(network.hidden(params, X), dtype=np.float64)
+    C = T * np.eye(len(X)) + phi @ phi.T / (lams[-1] * N1)
+    loglik = sum(scipy.stats.multivariate_normal(np.zeros(len(X)), C).logpdf(Y[:, a]) for a in range(2))
+    logprior = sum(scipy.stats.norm(0, 1 / np.sqrt(lam)).logpdf(params[k]).sum() for lam, k in zip(lams, ("w0", "w1")))
+    np.testing.assert_allclose(U, -(loglik + logprior), rtol=1e-4)
+    params["v"] = rng.standard_normal((2, N1))
+    got = rp.observables.evaluate(rp.observables.default(X0, Y0), {k: v[None] for k, v in params.items()})
+    f = np.asarray(network.hidden(params, X0), dtype=np.float64) @ params["v"].T / np.sqrt(N1)
+    np.testing.assert_allclose(np.asarray(got["eps_g"])[0], np.mean(np.sum((Y0 - f) ** 2, axis=1)), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(got["overlap"])[0], params["v"] @ params["v"].T / N1, rtol=1e-5)
