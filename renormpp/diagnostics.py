@@ -279,6 +279,52 @@ def error_of_mean(series, method: str = "gamma", cut="auto") -> ErrorEstimate:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(map(repr, ESTIMATORS))}") from None
 
 
+# ---- drift ---------------------------------------------------------------------------------------------
+#: |z| of Geweke's test above which a series is flagged as still drifting (:func:`drift`)
+DRIFT_Z = 3.0
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Geweke's comparison of the start and the end of a series after the thermalization cut (:func:`drift`)."""
+
+    z: float
+    first_mean: float
+    first_error: float
+    last_mean: float
+    last_error: float
+    cut: int
+
+    @property
+    def drifting(self) -> bool:
+        """|z| > :data:`DRIFT_Z`: the mean of the series still moves."""
+        return bool(np.isfinite(self.z) and abs(self.z) > DRIFT_Z)
+
+
+def drift(series, cut="auto", first: float = 0.1, last: float = 0.5) -> Drift:
+    r"""Geweke's drift test (Geweke 1992): after the thermalization cut, the mean of the first ``first`` fraction of
+    the draws against the mean of the last ``last`` fraction (all chains), each with its error by the Gamma method,
+
+    .. math::  z = (\bar x_{\rm first} - \bar x_{\rm last}) / \sqrt{\sigma^2_{\rm first} + \sigma^2_{\rm last}}.
+
+    In equilibrium z is about standard normal; :attr:`Drift.drifting` (|z| > :data:`DRIFT_Z`) flags a series whose
+    mean still moves, so that its mean and error bar describe a moving target: sample longer, or cut more. z is NaN
+    where a part has no error (a frozen chain, flagged elsewhere) or the series is too short (fewer than 8 draws)."""
+    if not (0 < first < 1 and 0 < last < 1 and first + last <= 1):
+        raise ValueError(f"need 0 < first, 0 < last and first + last <= 1; got first={first}, last={last}")
+    x, cut = _apply_cut(series, cut)
+    n = x.shape[1]
+    if n < 8:
+        return Drift(np.nan, float(x.mean()), np.nan, float(x.mean()), np.nan, cut)
+    na, nb = max(4, int(round(first * n))), max(4, int(round(last * n)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ShortRunWarning)  # the parts are short by design; z carries their errors
+        a, b = gamma_method(x[:, :na], cut=0), gamma_method(x[:, n - nb:], cut=0)
+    err = float(np.hypot(a.error, b.error))
+    z = (a.mean - b.mean) / err if err > 0 else np.nan
+    return Drift(float(z), a.mean, a.error, b.mean, b.error, cut)
+
+
 # ---- conversion ---------------------------------------------------------------------------------------
 def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None = None):
     """An ArviZ DataTree with named dimensions from ``numpyro.infer.MCMC`` or a dict of samples.
@@ -472,6 +518,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     series = [obs["eps_g"]] + [obs["overlap"][..., a, b] for a, b in pairs]
     names = ["eps_g"] + [f"overlap[{a},{b}]" for a, b in pairs]
     estimates = [error_of_mean(s, method=method, cut=cut) for s in series]
+    drifts = [drift(s, cut=e.cut) for s, e in zip(series, estimates)]
 
     pred = np.empty((len(names), len(theory.METHODS)))
     for j, name in enumerate(theory.METHODS):
@@ -491,6 +538,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     ds = xr.Dataset(
         dict(mc_mean=("quantity", mc), mc_error=("quantity", err),
              tau_int=("quantity", [e.tau_int for e in estimates]),
+             drift_z=("quantity", [d.z for d in drifts]),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
              delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object))),
@@ -527,6 +575,12 @@ def summary(ds) -> str:
             continue
         lines.append(f"overlaps vs {th}: max |z| = {np.nanmax(zs):.1f} over {zs.size} entries, "
                      f"{np.mean(zs < Z_AGREE):.0%} agree (|z| < {Z_AGREE:g})")
+    if "drift_z" in ds:
+        moving = [f"{q} (z = {z:+.1f})" for q, z in zip(ds.quantity.values, ds.drift_z.values)
+                  if np.isfinite(z) and abs(z) > DRIFT_Z]
+        if moving:
+            lines.append(f"DRIFT: {', '.join(moving)} still drift (Geweke: the first 10% of the draws after the cut "
+                         f"against the last 50%, |z| > {DRIFT_Z:g}); sample longer before trusting these means")
     if not bool(ds.reliable.all()):
         lines.append("WARNING: some error bars do not hold (see ds.reliable: a run too short, or a frozen chain)")
     return "\n".join(lines)

@@ -277,3 +277,40 @@ print(dict(rp.diagnostics.to_datatree(m)["posterior"]["v"].sizes))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "'output': 2" in out.stdout and "'hidden': 4" in out.stdout
+
+
+# ---- drift ---------------------------------------------------------------------------------------------
+def test_drift_passes_stationary_chains_and_flags_a_moving_mean():
+    """Geweke's z: about N(0, 1) for stationary AR(1) chains (its spread over 40 seeds is checked), and far out for the
+    same chains with a slow relaxation of one standard deviation that the cut does not remove."""
+    zs = []
+    for seed in range(40):
+        x = np.stack([ar1(0.9, 4000, seed=2 * seed + c) for c in range(2)])
+        zs.append(dg.drift(x, cut=0).z)
+    zs = np.array(zs)
+    assert np.mean(np.abs(zs) > dg.DRIFT_Z) <= 0.05, zs  # 0.3% expected; the short first part's error is rough
+    assert 0.6 < np.std(zs) < 1.5 and abs(np.mean(zs)) < 0.6, zs
+    x = np.stack([ar1(0.9, 4000, seed=c) for c in range(2)]) + \
+        1.0 * np.exp(-np.arange(4000) / 1500.0)
+    d = dg.drift(x, cut=0)
+    assert d.drifting and d.z > dg.DRIFT_Z and d.first_mean > d.last_mean
+    assert np.isnan(dg.drift(np.arange(6.0), cut=0).z)  # too short to say
+    with pytest.raises(ValueError, match="first \\+ last <= 1"):
+        dg.drift(x, first=0.6, last=0.6)
+
+
+def test_compare_and_the_report_flag_a_drifting_series(problem):
+    data, fit = problem
+    n = 4000
+    eps = fit.generalization_error(data.X_test, data.Y_test) + 0.01 * np.stack([ar1(0.5, n, seed=c) for c in (1, 2)])
+    eps = eps + 0.01 * np.exp(-np.arange(n) / 1500.0)  # relaxes slowly: the cut cannot remove it
+    ov = np.broadcast_to(fit.readout_overlap, (2, n, 2, 2)) + 0.01 * np.stack(
+        [ar1(0.5, n, seed=c) for c in (3, 4)])[..., None, None]
+    ds = dg.compare({"eps_g": eps, "overlap": ov}, fit, data.X_test, data.Y_test, cut=0)
+    assert ds.drift_z.sel(quantity="eps_g") > dg.DRIFT_Z
+    assert np.all(np.abs(ds.drift_z.sel(quantity=["overlap[0,0]", "overlap[1,1]"])) < dg.DRIFT_Z)
+    assert "DRIFT: eps_g" in ds.attrs["summary"]
+    from renormpp.experiments import stages
+
+    table = stages.comparison_markdown(ds)
+    assert "still drifting" in table.splitlines()[2] and "still drifting" not in table.splitlines()[3]

@@ -343,3 +343,35 @@ def test_a_stopped_sweep_says_which_points_saved_progress_and_which_had_not_star
     with pytest.raises(ex.Interrupted, match=r"stopped: 1 point\(s\) in progress saved their progress \(N1=8_seed=0\); "
                                              r"2 had not started\. Resume with: renormpp run"):
         ex.run(tiny(tmp_path, model__N1=[8, 16, 32]))
+
+
+def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
+    """run.target_error: sampling stops at the first block where eps_g's relative error and every overlap's error
+    are reached with tau resolved (checked against an independent error estimate of the stored draws);
+    run.max_seconds stops it on time. Both are recorded in result.json and the summary."""
+    import renormpp.experiments.stages as stages
+
+    base = {"data": {"name": "synthetic", "P": 30, "P_test": 20, "N0": 6, "D": 2},
+            "model": {"N1": [8], "T": 0.05},
+            "sampler": {"kind": "kinetic", "num_warmup": 50, "num_samples": 20000},
+            "run": {"progress": False, "chunk_seconds": 0.5}}
+    target = {"eps_g": 0.02, "overlap": 0.05}
+    out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "a"), "target_error": target}})
+    res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
+    assert res["stopped"] == "target_error" and res["draws"] < 20000
+    post = az.from_netcdf(out / "points" / "N1=8_seed=0" / "observables.nc")["posterior"]
+    draws = {"eps_g": post["eps_g"].values, "overlap": post["overlap"].values}
+    eps = rp.diagnostics.error_of_mean(draws["eps_g"])
+    assert eps.reliable and eps.error <= 0.02 * abs(eps.mean)
+    for a, b in ((0, 0), (0, 1), (1, 1)):
+        e = rp.diagnostics.error_of_mean(draws["overlap"][..., a, b])
+        assert e.reliable and e.error <= 0.05
+    assert pd.read_csv(out / "summary.csv").stopped.tolist() == ["target_error"]
+    # an early part of the same draws had not reached it: the check is of the errors, not of the number of draws
+    cfg = rp.experiments.resolve({**base, "run": {**base["run"], "out": str(tmp_path / "a"), "target_error": target}})
+    assert stages.accuracy(draws, cfg.run.target_error)[0]
+    assert not stages.accuracy({k: v[:, :40] for k, v in draws.items()}, cfg.run.target_error)[0]
+
+    out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "b"), "max_seconds": 1.0}})
+    res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
+    assert res["stopped"] == "max_seconds" and res["draws"] < 20000 and res["sampling_seconds"] >= 1.0

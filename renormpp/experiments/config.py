@@ -55,7 +55,7 @@ EXECUTORS = ("inprocess", "process", "ray")
 V_SAMPLING = ("joint", "gibbs", "integrated")
 #: keys that may change when a run resumes (they do not change what a point computes)
 RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
-                                      "chunk_seconds", "blas_threads"))
+                                      "chunk_seconds", "blas_threads", "max_seconds"))
 #: keys of earlier versions, and what they became
 RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
 
@@ -253,6 +253,14 @@ def _own_keys(kind: str) -> list[str]:
 
 
 # ---- [run] -----------------------------------------------------------------------------------------------------
+class TargetError(_Table):
+    """Errors of the means at which sampling stops (``[run.target_error]``), each with its autocorrelation time
+    resolved (the estimate's ``reliable``)."""
+
+    eps_g: Optional[Positive] = Field(None, description="relative error of the mean of eps_g (0.01: 1%)")
+    overlap: Optional[Positive] = Field(None, description="absolute error of the mean of every overlap entry")
+
+
 class _Run(_Table):
     out: Text = Field(description="output folder (one sub-folder per point)")
     executor: Literal[EXECUTORS] = "inprocess"
@@ -263,6 +271,12 @@ class _Run(_Table):
     chunk_seconds: Positive = Field(20.0, description="target seconds per compiled block of draws")
     error_method: Literal[tuple(diagnostics.ESTIMATORS)] = "gamma"
     progress: Flag = True
+    target_error: Optional[TargetError] = Field(None, description="stop sampling once these errors are reached "
+                                                                  "(checked after every block); sampler.num_samples "
+                                                                  "is then the most draws taken")
+    max_seconds: Optional[Positive] = Field(None, description="stop sampling after this many seconds of warmup "
+                                                              "and sampling (summed over resumptions), whatever the "
+                                                              "errors")
     blas_threads: Count0 = Field(1, description="BLAS/LAPACK threads while sampling (the Gibbs step's Cholesky "
                                                 "factor): 1, so that points side by side and other jobs do not fight "
                                                 "for the cores; 0 leaves them as they are")

@@ -75,6 +75,9 @@ def report(outdir) -> Path:
             row[f"z_{t}"] = eps.loc[t, "z"]
         row["max_abs_z_overlap_exact"] = float(np.nanmax(np.abs(ov[ov.theory == "exact"].z))) \
             if ov[ov.theory == "exact"].z.notna().any() else np.nan
+        rel = res["eps_g_error"] / abs(res["eps_g"]) if res["eps_g"] else np.nan
+        row.update(eps_g_rel_error=rel, max_overlap_error=float(ov[ov.theory == "exact"].mc_error.max())
+                   if len(ov) else np.nan, stopped=res.get("stopped", "num_samples"))
         row.update(draws=res["draws"], chains=res["chains"], sampling_seconds=res["sampling_seconds"],
                    accept_prob=res.get("accept_prob"), divergences=res["divergences"], reliable=res["reliable"],
                    problems=res.get("problems", ""))

@@ -146,6 +146,7 @@ class Sampled(NamedTuple):
     seconds: float
     sampler: str
     notes: list
+    stopped: str = "num_samples"
 
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
@@ -166,6 +167,7 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
         chains, state = start_chains(p, data)
     ck = store.checkpoint(template=state)
     W, total = s.num_warmup, s.num_samples
+    stopped = "num_samples"
     bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
                disable=not progress, leave=False, dynamic_ncols=True)
     block, probes = 10, 2  # two short blocks time an iteration; then blocks of about chunk_seconds
@@ -191,6 +193,9 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             if probes == 0:
                 block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
             end_of_warmup = warmup and ck.warm == W
+            if not warmup and ck.n < total:
+                stopped = _early_stop(ck, r)
+                total = ck.n if stopped else total
             if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
                 ck.save()
                 store.write_json("sampling_notes.json", notes)
@@ -204,7 +209,34 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     finally:
         bar.close()
     draws, stats = ck.joined()
-    return Sampled(draws, stats, ck.seconds, describe(chains, ck.state), notes)
+    return Sampled(draws, stats, ck.seconds, describe(chains, ck.state), notes, stopped or "num_samples")
+
+
+def _early_stop(ck, r) -> str:
+    """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent), "target_error" (every
+    error of :func:`accuracy` is reached with its autocorrelation time resolved), or "" (go on)."""
+    if r.max_seconds is not None and ck.seconds >= r.max_seconds:
+        return "max_seconds"
+    if r.target_error is not None and accuracy(ck.joined()[0], r.target_error, r.error_method)[0]:
+        return "target_error"
+    return ""
+
+
+def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
+    """``(reached, errors)``: whether the means of ``draws`` have the errors ``target`` asks for (``eps_g`` relative,
+    ``overlap`` absolute on every entry, each estimate reliable: enough independent samples after the thermalization
+    cut), and the errors achieved (``eps_g`` relative, ``overlap`` the largest)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short series are expected early on: they count as not reached
+        eps = diagnostics.error_of_mean(draws["eps_g"], method=method)
+        D = draws["overlap"].shape[-1]
+        ov = [diagnostics.error_of_mean(draws["overlap"][..., a, b], method=method) for a in range(D)
+              for b in range(a, D)] if target.overlap is not None else []
+    rel = eps.error / abs(eps.mean) if eps.mean else np.inf
+    errors = {"eps_g": float(rel), "overlap": float(max((e.error for e in ov), default=np.nan))}
+    reached = (target.eps_g is None or (eps.reliable and rel <= target.eps_g)) and all(
+        e.reliable and e.error <= target.overlap for e in ov)
+    return bool(reached), errors
 
 
 @contextlib.contextmanager
@@ -240,6 +272,8 @@ def comparison_markdown(ds) -> str:
             pred = float(row.prediction.sel(theory=t))
             cells.append(f"{pred:.5g} | {row.verdict.sel(theory=t).item()}" if np.isfinite(pred) else "– | does not apply")
         flag = "" if bool(row.reliable) else " (error bar does not hold)"
+        dz = float(row.drift_z) if "drift_z" in row else np.nan
+        flag += f" (still drifting: Geweke z = {dz:+.1f})" if np.isfinite(dz) and abs(dz) > diagnostics.DRIFT_Z else ""
         lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g}{flag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -282,6 +316,7 @@ def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str)
     return dict(
         N1=p.model.N1, seed=p.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
         sampler=sampled.sampler, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
+        stopped=sampled.stopped,
         sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),
