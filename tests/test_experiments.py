@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import warnings
 
 import arviz as az
 import matplotlib.image as mpimg
@@ -375,3 +376,30 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "b"), "max_seconds": 1.0}})
     res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
     assert res["stopped"] == "max_seconds" and res["draws"] < 20000 and res["sampling_seconds"] >= 1.0
+
+
+def test_a_finite_size_scaling_sweep_reports_the_extrapolation(tmp_path):
+    """[scaling]: P and N1 grow together (alpha fixed, N0 too with grow_N0); extrapolation.csv holds, for every
+    theory, the weighted straight-line fit of Delta against 1/N1 in scaling.csv (checked with numpy's polyfit), and
+    report.md and scaling.png show it."""
+    cfg = {"data": {"name": "synthetic", "P": 16, "P_test": 20, "N0": 4, "D": 2},
+           "model": {"N1": [8], "T": 0.1},
+           "sampler": {"kind": "kinetic", "num_warmup": 30, "num_samples": 60},
+           "scaling": {"scales": [1, 2, 3], "grow_N0": True},
+           "run": {"out": str(tmp_path / "fss"), "progress": False}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = rp.experiments.run(cfg)
+    table = pd.read_csv(out / "scaling.csv")
+    assert sorted(table.N1.unique()) == [8, 16, 24]
+    for folder in (out / "points").iterdir():
+        point = tomllib.loads((folder / "config.toml").read_text())
+        assert point["data"]["P"] == 2 * point["model"]["N1"] and point["data"]["N0"] == point["model"]["N1"] // 2
+    fits = pd.read_csv(out / "extrapolation.csv")
+    assert {"exact", "infinite_width"} <= set(fits.theory)
+    sub = table[(table.quantity == "eps_g") & (table.theory == "exact")].sort_values("N1")
+    slope, intercept = np.polyfit(1.0 / sub.N1, sub.delta_rel, 1, w=1.0 / sub.delta_rel_error)
+    row = fits[(fits.quantity == "eps_g") & (fits.theory == "exact")].iloc[0]
+    np.testing.assert_allclose([row.delta_inf, row.slope], [intercept, slope], rtol=1e-8, atol=1e-12)
+    assert "## Extrapolation to 1/N1 = 0" in (out / "report.md").read_text()
+    assert mpimg.imread(out / "scaling.png").ndim == 3

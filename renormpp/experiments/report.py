@@ -134,12 +134,7 @@ def report(outdir) -> Path:
     else:
         lines += ["No point finished with a working sampler: nothing to compare.", ""]
     lines += ["## Points", "", _markdown(summary), ""]
-    if missing:
-        lines += [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. "
-                  f"Resume with `renormpp run {outdir}`.", ""]
-    path = outdir / "report.md"
-    path.write_text("\n".join(lines))
-    return path
+    return _write_report(outdir, lines, missing)
 
 
 # ---- finite-size scaling ----------------------------------------------------------------------------------------
@@ -227,9 +222,14 @@ def scaling_report(outdir: Path, cfg, done) -> Path:
             table[table.quantity == "eps_g"][["scale", "N1", "theory", "mc_mean", "mc_error", "prediction", "delta_rel",
                                               "delta_rel_error"]]), ""]
     missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
+    return _write_report(outdir, lines, missing)
+
+
+def _write_report(outdir, lines: list, missing: list):
+    """``report.md`` from ``lines``, ending with the points not finished yet and how to resume them."""
     if missing:
-        lines += [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. Resume with "
-                  f"`renormpp run {outdir}`.", ""]
+        lines = lines + [f"**{len(missing)} point(s) not finished yet**: {', '.join(missing)}. Resume with "
+                         f"`renormpp run {outdir}`.", ""]
     path = outdir / "report.md"
     path.write_text("\n".join(lines))
     return path
