@@ -5,7 +5,8 @@ Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (ab
       .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
 
 Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
-  1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher.
+  1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher;
+  3: (500, 784, 250, 10) on MNIST (all digits, one-hot labels: anisotropic inputs), --root the MNIST folder.
 
 Each candidate runs from the prior for a wall-time budget that includes compilation and warmup (two chains,
 vectorized unless stated). Its recorded eps_g and v v^T/N1 are analysed as rp.diagnostics does (Gamma method,
@@ -44,6 +45,7 @@ from theory_speed import machine_info  # noqa: E402
 PROBLEMS = {
     1: dict(P=500, N0=100, N1=250, D=3, teacher="linear"),
     2: dict(P=1000, N0=144, N1=1000, D=10, teacher="erf_1hl"),
+    3: dict(P=500, N0=784, N1=250, D=10, data="mnist"),  # MNIST's anisotropic inputs (needs --root or RENORMPP_DATA)
 }
 T = 0.01
 H_PAPER = rp.infer.paper_step_size(1e-3, T)
@@ -59,6 +61,9 @@ def candidates(budget):
         "kinetic Langevin (GHMC)": kinetic,
         "kinetic Langevin (GHMC) + RB": dict(kinetic, rao_blackwell=True),
         "kinetic Langevin (GHMC) + Gibbs on v": dict(kinetic, v_sampling="gibbs"),
+        "kinetic + Gibbs on v, v frozen": dict(kinetic, v_sampling="gibbs", freeze_v=True),
+        "kinetic + Gibbs on v, row mass": dict(kinetic, v_sampling="gibbs", mass="rows"),
+        "kinetic + Gibbs on v frozen, row mass": dict(kinetic, v_sampling="gibbs", freeze_v=True, mass="rows"),
         "MALA (adapted) + Gibbs on v": dict(mala, v_sampling="gibbs"),
         "MALA (adapted)": mala,
         "MALA (adapted) + RB": dict(mala, rao_blackwell=True),
@@ -70,10 +75,14 @@ def candidates(budget):
          for acc in (0.8, 0.95, 0.99) for g in (0.1, 1.0, 10.0)}  # the friction/acceptance scan (--only)
 
 
-def config(problem, sampler, seed=0):
+def config(problem, sampler, seed=0, root=None):
     prob = PROBLEMS[problem]
-    raw = {"data": {"name": "synthetic", "P": prob["P"], "P_test": 500, "N0": prob["N0"], "D": prob["D"],
-                    "teacher": prob["teacher"]},
+    if prob.get("data") == "mnist":
+        data = {"name": "mnist", "classes": "all", "P": prob["P"], "P_test": 500, **({"root": root} if root else {})}
+    else:
+        data = {"name": "synthetic", "P": prob["P"], "P_test": 500, "N0": prob["N0"], "D": prob["D"],
+                "teacher": prob["teacher"]}
+    raw = {"data": data,
            "model": {"N1": [prob["N1"]], "T": T},
            "sampler": {"num_samples": 1, "num_chains": 2, **sampler},
            "run": {"out": "-", "seeds": [seed], "error_method": "gamma"}}
@@ -140,6 +149,7 @@ def main():
     ap.add_argument("--budget", type=float, default=120.0, help="wall seconds per candidate")
     ap.add_argument("--ula-budget", type=float, help="wall seconds per ULA run (default: --budget)")
     ap.add_argument("--only", nargs="*", help="run only these candidates (names as printed)")
+    ap.add_argument("--root", help="problem 3: the folder with MNIST's IDX files")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -148,7 +158,7 @@ def main():
     print(machine_info())
     prob = PROBLEMS[args.problem]
     print(f"problem {args.problem}: {prob}, T={T}, erf, budget {args.budget:.0f} s per candidate\n")
-    cfg0 = config(args.problem, {"kind": "nuts"})
+    cfg0 = config(args.problem, {"kind": "nuts"}, root=args.root)
     data = stages.load_data(cfg0.data)
     fit = stages.solve_theory(cfg0.model, data)
     theory = fit.refit("exact").generalization_error(data.X_test, data.Y_test)
@@ -156,7 +166,7 @@ def main():
     for name, sampler in candidates(args.budget).items():
         if args.only and name not in args.only:
             continue
-        cfg = config(args.problem, sampler)
+        cfg = config(args.problem, sampler, root=args.root)
         draws, stats, t_warm, t_draw, state = timed_run(cfg, data, args.budget)
         t_need, info = accuracy_time(draws, t_warm, t_draw)
         results[name] = (t_need, info)
@@ -171,7 +181,8 @@ def main():
     if not args.only or "ULA" in args.only:
         estimates = []
         for k in ULA_FACTORS:
-            ula = config(args.problem, dict(kind="ula", step_size=k * H_PAPER, inner_steps=100, num_warmup=0))
+            ula = config(args.problem, dict(kind="ula", step_size=k * H_PAPER, inner_steps=100, num_warmup=0),
+                         root=args.root)
             draws, _, t_warm, t_draw, _ = timed_run(ula, data, args.ula_budget or args.budget)
             t_k, info = accuracy_time(draws, 0.0, t_draw)  # compilation (t_warm) is not scaled
             report(f"ULA at {k} x the paper's step", t_k, info, t_warm, t_draw, theory)

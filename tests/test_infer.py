@@ -339,7 +339,7 @@ def _summaries(s):
 @pytest.mark.slow
 def test_every_sampler_agrees_with_nuts_on_a_small_network():
     """ULA, MALA (fixed and adapted step, and with exact Gibbs steps on v), MALA on w with v integrated out,
-    kinetic Langevin (alone and with exact Gibbs steps on v), NUTS on w with exact Gibbs steps on v, and
+    kinetic Langevin (alone, with exact Gibbs steps on v, and on w alone with a row mass), NUTS on w with exact Gibbs steps on v, and
     Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4 combined standard errors."""
     data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
     kw = dict(N1=20, T=0.1)
@@ -364,6 +364,10 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
         ("kinetic Langevin with exact Gibbs steps on v",
          infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10, observables=obs,
                                gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)), 400, 2000),
+        ("kinetic Langevin on w (v frozen, row mass), exact Gibbs steps on v",
+         infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10, observables=obs,
+                               gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0),
+                               freeze_gibbs_sites=True, row_mass="w"), 400, 2000),
         ("NUTS on w, Gibbs on v", HMCGibbs(NUTS(models.one_hidden_layer), gibbs_sites=["v"],
                                             gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)),
          300, 800),
@@ -487,3 +491,25 @@ def test_blocks_of_any_size_share_one_compilation_and_give_the_same_draws(chain_
     assert chains._block._cache_size() == 1
     with pytest.raises(ValueError, match="num_draws <= length"):
         chains.run(state, 8, 7)
+
+
+def test_row_mass_and_frozen_v_through_the_numpyro_adapter():
+    """KineticLangevin(row_mass="w", freeze_gibbs_sites=True): the adapted mass is dense (N0 x N0) on the rows of w and
+    zero on v; bad arguments are named."""
+    d = rp.datasets.synthetic(P=30, P_test=5, N0=4, D=2, teacher="linear", seed=1)
+    kernel = infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=5, row_mass="w",
+                                   freeze_gibbs_sites=True, gibbs_fn=readout.gibbs_fn(d.X, d.Y, T=0.01, lambda1=1.0))
+    mcmc = MCMC(kernel, num_warmup=40, num_samples=10, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), d.X, d.Y, N1=6, T=0.01)
+    m = mcmc.last_state.inverse_mass
+    assert isinstance(m, rp.mcmc.metrics.RowMass) and m.block.shape == (4, 4) and m.rows.rows == 6
+    assert not np.allclose(np.asarray(m.block), np.eye(4))  # learned in the warmup
+    np.testing.assert_array_equal(np.asarray(m.diag)[:2 * 6], 0.0)  # v (2 x 6) comes first in the flat layout
+    assert "dense on the rows of w" in kernel.describe(mcmc.last_state)
+    with pytest.raises(ValueError, match="pass gibbs_fn too"):
+        infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, freeze_gibbs_sites=True)
+    with pytest.raises(ValueError, match="needs adapt_mass=True"):
+        infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, row_mass="w", adapt_mass=False)
+    with pytest.raises(ValueError, match="not a site of the model"):
+        MCMC(infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, row_mass="u"), num_warmup=5,
+             num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), d.X, d.Y, N1=6)

@@ -78,22 +78,28 @@ def test_inner_loop_rejects_a_non_finite_draw_and_counts_it():
     assert int(info.num_divergent) == 5 and float(info.accept_prob) == 0.0
 
 
-def test_step_size_adaptation_reaches_its_target():
-    init, update = mcmc.adaptation.window_adaptation(200, 0.6, adapt_step_size=True, adapt_mass=True)
+def adapted_chains(potential_fn, dim, *, warmup, draws, target, step0, num_chains, seed, rows=None):
+    """Vectorized GHMC chains (5 updates per draw) under the window adaptation, from 0: the final warmup state,
+    the positions after the warmup (chain, draw, dim) and the acceptance of every draw (chain, draw)."""
+    init, update = mcmc.adaptation.window_adaptation(warmup, target, adapt_step_size=True, adapt_mass=True, rows=rows)
     kernel = mcmc.base.inner_loop(mcmc.kinetic.build_kernel(True), 5)
 
     def one_chain(key):
         def step(carry, i):
             key, st, ws = carry
             key, sub = jax.random.split(key)
-            st, info = kernel(sub, st, potential, ws.step_size, ws.inverse_mass, 1.0)
-            return (key, st, update(i, ws, info.accept_prob, st.position)), info.accept_prob
-        ws = init(1e-3, 2)
-        st = mcmc.kinetic.init(jnp.zeros(2), potential, key)
-        (_, _, ws), acc = jax.lax.scan(step, (key, st, ws), jnp.arange(400))
-        return ws, acc
+            st, info = kernel(sub, st, potential_fn, ws.step_size, ws.inverse_mass, 1.0)
+            return (key, st, update(i, ws, info.accept_prob, st.position)), (st.position, info.accept_prob)
+        ws = init(step0, dim)
+        st = mcmc.kinetic.init(jnp.zeros(dim), potential_fn, key, ws.inverse_mass)
+        (_, _, ws), (pos, acc) = jax.lax.scan(step, (key, st, ws), jnp.arange(warmup + draws))
+        return ws, pos[warmup:], acc
 
-    ws, acc = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(1), 100))
+    return jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(seed), num_chains))
+
+
+def test_step_size_adaptation_reaches_its_target():
+    ws, _, acc = adapted_chains(potential, 2, warmup=200, draws=200, target=0.6, step0=1e-3, num_chains=100, seed=1)
     assert abs(float(jnp.mean(acc[:, 250:])) - 0.6) < 0.08
     assert bool(jnp.all(ws.step_size > 0.05))  # up from 1e-3
     # the diagonal mass learned the variances (1 and 4) from the warmup draws
@@ -108,3 +114,88 @@ def test_gibbs_step_keeps_the_momentum_and_refuses_non_finite_draws():
         float(potential(jnp.array([0.0, 1.0]))))
     same = mcmc.base.gibbs_step(jax.random.PRNGKey(1), st, potential, lambda k, x: x.at[1].set(jnp.nan))
     np.testing.assert_array_equal(same.position, st.position)
+
+
+# ---- the row mass (renormpp.mcmc.metrics): one dense matrix shared by the rows of a weight matrix ----------------
+ROWS, COLS = 6, 3
+SIGMA = np.array([[1.0, 0.9, 0.2], [0.9, 1.0, 0.3], [0.2, 0.3, 0.5]])  # a row's covariance: not along the axes
+
+
+def row_potential(x):
+    """Independent rows w_r ~ N(0, SIGMA) at flat entries 1 .. 1 + ROWS*COLS (a dict {"a": (1,), "w": (ROWS, COLS)}
+    ravels "a" first), and a = x[0] ~ N(0, 4)."""
+    w = x[1:].reshape(ROWS, COLS)
+    return 0.5 * jnp.sum((w @ jnp.asarray(np.linalg.inv(SIGMA))) * w) + x[0] ** 2 / 8
+
+
+def test_row_mass_functions_match_a_dense_inverse_mass():
+    rows = mcmc.metrics.matrix_site({"w": jnp.zeros((ROWS, COLS)), "a": jnp.zeros(1)}, "w")
+    assert rows == mcmc.metrics.Rows(1, ROWS, COLS)
+    rng = np.random.default_rng(0)
+    diag = jnp.asarray(rng.uniform(0.5, 2.0, 1 + ROWS * COLS))
+    m = mcmc.metrics.RowMass.from_covariance(diag, jnp.asarray(SIGMA), rows)
+    dense = np.diag(np.asarray(diag))
+    dense[1:, 1:] = np.kron(np.eye(ROWS), SIGMA)  # the row-major layout of (M1)
+    draw, velocity, kinetic = mcmc.metrics.functions(m)
+    p = jnp.asarray(rng.normal(size=1 + ROWS * COLS))
+    np.testing.assert_allclose(velocity(p), dense @ np.asarray(p), rtol=1e-5)
+    assert float(kinetic(p)) == pytest.approx(0.5 * np.asarray(p) @ dense @ np.asarray(p), rel=1e-5)
+    # momenta have covariance M = (M^{-1})^{-1}
+    ps = np.asarray(jax.vmap(lambda k: draw(k, p))(jax.random.split(jax.random.PRNGKey(0), 40000)), np.float64)
+    np.testing.assert_allclose(np.cov(ps.T), np.linalg.inv(dense), atol=0.05 * np.abs(np.linalg.inv(dense)).max())
+    with pytest.raises(ValueError, match="not a site of the model"):
+        mcmc.metrics.matrix_site({"w": jnp.zeros((2, 2))}, "v")
+    with pytest.raises(ValueError, match="needs a matrix site"):
+        mcmc.metrics.matrix_site({"w": jnp.zeros(3)}, "w")
+
+
+def _adapted_chains(rows):
+    """GHMC chains on row_potential with the window adaptation (diagonal mass, or the row mass with ``rows``)."""
+    ws, pos, _ = adapted_chains(row_potential, 1 + ROWS * COLS, warmup=400, draws=400, target=0.8, step0=0.1,
+                                num_chains=40, seed=2, rows=rows)
+    return ws, pos
+
+
+def test_row_mass_is_learned_in_the_warmup_samples_exactly_and_allows_a_larger_step():
+    rows = mcmc.metrics.Rows(1, ROWS, COLS)
+    ws, pos = _adapted_chains(rows)
+    block = np.median(np.asarray(ws.inverse_mass.block), axis=0)
+    np.testing.assert_allclose(block, SIGMA, atol=0.1)  # the pooled row covariance
+    w = np.asarray(pos, np.float64)[..., 1:].reshape(*pos.shape[:2], ROWS, COLS)
+    for a, b in [(0, 0), (0, 1), (1, 2), (2, 2)]:
+        x = (w[..., a] * w[..., b]).mean(axis=-1)  # pooled over rows: (chain, draw)
+        z = (x.mean() - SIGMA[a, b]) / (x.std() / np.sqrt(float(az.ess(x))))
+        assert abs(z) < 4, (a, b, z)
+    a = np.asarray(pos, np.float64)[..., 0]
+    assert abs((a**2).mean() - 4.0) / ((a**2).std() / np.sqrt(float(az.ess(a**2)))) < 4
+    # the diagonal mass cannot rotate to SIGMA (condition number 23): its adapted step is smaller
+    ws_diag, _ = _adapted_chains(None)
+    assert float(np.median(ws.step_size)) > 2 * float(np.median(ws_diag.step_size))  # 2.8x measured
+
+
+def test_a_zero_inverse_mass_freezes_a_coordinate_and_gibbs_on_it_stays_exact():
+    """x1 has inverse mass 0: GHMC moves only x0 (given x1), an exact draw of x1 | x0 moves x1; together exact."""
+    init, update = mcmc.adaptation.window_adaptation(100, 0.8, adapt_step_size=True, adapt_mass=True,
+                                                     frozen=jnp.array([False, True]))
+    kernel = mcmc.base.inner_loop(mcmc.kinetic.build_kernel(True), 3)
+
+    def x1_given_x0(key, x):  # COV: x1 | x0 ~ N(rho s1 x0, s1^2 (1 - rho^2)) with rho = 0.9, s1 = 2
+        return x.at[1].set(0.9 * 2.0 * x[0] + 2.0 * np.sqrt(1 - 0.81) * jax.random.normal(key, dtype=x.dtype))
+
+    def one_chain(key):
+        def step(carry, i):
+            key, st, ws = carry
+            key, k1, k2 = jax.random.split(key, 3)
+            moved, info = kernel(k1, st, potential, ws.step_size, ws.inverse_mass, 1.0)
+            frozen_ok = moved.position[1] == st.position[1]
+            st = mcmc.base.gibbs_step(k2, moved, potential, x1_given_x0)
+            return (key, st, update(i, ws, info.accept_prob, st.position)), (st.position, frozen_ok)
+        ws = init(0.1, 2)
+        st = mcmc.kinetic.init(jnp.zeros(2), potential, key, ws.inverse_mass)
+        (_, _, ws), (pos, ok) = jax.lax.scan(step, (key, st, ws), jnp.arange(400))
+        return ws, pos[100:], ok
+
+    ws, draws, ok = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(3), 100))
+    assert bool(jnp.all(ok)) and bool(jnp.all(ws.inverse_mass[:, 1] == 0))
+    z = z_scores(np.asarray(draws, np.float64))
+    assert all(abs(v) < 4 for v in z.values()), z

@@ -85,6 +85,7 @@ def make_kernel(p, data):
     from .. import observables, readout
     from ..infer import KineticLangevin, Langevin, Observed
     from ..models import mlp
+    from ..network import layer_sites
 
     s, m = p.sampler, p.model
     train, test = _float32(data.X, data.Y), _float32(data.X_test, data.Y_test)
@@ -100,8 +101,12 @@ def make_kernel(p, data):
     common = dict(step_size=s.step_size, inner_steps=s.inner_steps, observables=record, gibbs_fn=gibbs,
                   warn_divergences=False)  # checked on the host after every block (renormpp.infer.Chains)
     if s.kind == "kinetic":
+        first_layer = layer_sites(m.depth)[0]
         return KineticLangevin(mlp, friction=s.friction, adapt_step_size=s.adapt_step_size,
-                               target_accept_prob=s.target_accept_prob, **common)
+                               target_accept_prob=s.target_accept_prob,
+                               row_mass=first_layer if s.mass == "rows" else None,
+                               freeze_gibbs_sites=s.freeze_v,
+                               **common)
     mala = s.kind == "mala"
     return Langevin(mlp, adjust=mala, adapt_step_size=mala and s.adapt_step_size,
                     target_accept_prob=s.target_accept_prob if mala else None, **common)

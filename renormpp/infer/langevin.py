@@ -32,7 +32,7 @@ from numpyro.infer.util import initialize_model
 from numpyro.util import identity, is_prng_key
 
 from .._checks import positive, positive_int
-from ..mcmc import adaptation, base, kinetic, langevin
+from ..mcmc import adaptation, base, kinetic, langevin, metrics
 
 
 class LangevinState(NamedTuple):
@@ -191,6 +191,7 @@ class Langevin(MCMCKernel):
         self._observables, self._init_strategy = observables, init_strategy
         self._warn_divergences = bool(warn_divergences)
         self._adapt_step, self._adapt_mass, self._target = bool(adapt_step_size), False, float(target)
+        self._row_mass, self._freeze_gibbs = None, False
         self._gibbs_fn, self._gibbs_sites = gibbs_fn, tuple(gibbs_sites)
         self._bound: _Bound | None = None
         self._sample_fn = None  # set by init; MCMC calls init again while it is None (e.g. after unpickling)
@@ -271,21 +272,32 @@ class Langevin(MCMCKernel):
         ravel = lambda p: ravel_pytree(p)[0]  # noqa: E731
         position = jax.vmap(ravel)(init_params) if batched else ravel(init_params)
         U = self._flat_potential(model_args, model_kwargs)
+        rows = metrics.matrix_site(one, self._row_mass) if self._row_mass else None
+        frozen = None
+        if self._freeze_gibbs and self._gibbs_fn is not None:
+            frozen = ravel_pytree({k: jnp.full(jnp.shape(x), k in self._gibbs_sites) for k, x in one.items()})[0] > 0
         warm_init, self._warm_update = adaptation.window_adaptation(self._num_warmup, self._target, self._adapt_step,
-                                                                    self._adapt_mass)
+                                                                    self._adapt_mass, rows, frozen)
         self._loop = base.inner_loop(self._core_kernel(), self._inner_steps)
-
-        def init_one(x, key):
-            ws = warm_init(self._step_size, x.shape[-1], x.dtype)
-            core = self._core_init(x, U, key, ws.inverse_mass)
-            zero = jnp.zeros((), x.dtype)
-            return LangevinState(jnp.array(0), self._bound.unravel(x), core.potential_energy, core.grad,
-                                 getattr(core, "momentum", None), self._record(x, model_args, model_kwargs),
-                                 zero + 1.0, zero, jnp.array(False), jnp.array(0), ws, data_key, None)
 
         data_key = _fingerprint(model_args, model_kwargs)
 
-        state = jax.vmap(init_one)(position, key_core) if batched else init_one(position, key_core)
+        def init_all(position, keys, args):
+            U = self._flat_potential(args, model_kwargs)
+
+            def init_one(x, key):
+                ws = warm_init(self._step_size, x.shape[-1], x.dtype)
+                core = self._core_init(x, U, key, ws.inverse_mass)
+                zero = jnp.zeros((), x.dtype)
+                return LangevinState(jnp.array(0), self._bound.unravel(x), core.potential_energy, core.grad,
+                                     getattr(core, "momentum", None), self._record(x, args, model_kwargs),
+                                     zero + 1.0, zero, jnp.array(False), jnp.array(0), ws, data_key, None)
+
+            return jax.vmap(init_one)(position, keys) if batched else init_one(position, keys)
+
+        # one compilation instead of an op-by-op trace (seconds per point); data given as nested lists stays eager
+        arrays = all(a is None or isinstance(a, (jax.Array, np.ndarray)) for a in model_args)
+        state = (jax.jit(init_all) if arrays else init_all)(position, key_core, tuple(model_args))
         pe, grad = state.potential_energy, state.z_grad
         concrete = not isinstance(pe, jax.core.Tracer)
         if concrete and not (np.all(np.isfinite(pe)) and np.all(np.isfinite(grad))):
@@ -309,6 +321,7 @@ class Langevin(MCMCKernel):
             return self._sample_one(s, U, model_args, model_kwargs)
 
         new = jax.vmap(one)(state) if batched else one(state)
+        new = self._adapt(state, new, batched)
         if self._warn_divergences:
             # one host callback, and only when some chain diverged for the first time (a callback inside the
             # vmapped update would run once per chain and draw)
@@ -317,6 +330,16 @@ class Langevin(MCMCKernel):
                          lambda: jax.debug.callback(_warn_divergence, first, new.num_divergent, new.step_size),
                          lambda: None)
         return new
+
+    def _adapt(self, state, new, batched):
+        """The warmup's adaptation after a draw (:mod:`renormpp.mcmc.adaptation`), skipped once every chain is past
+        the warmup: outside the vmap over chains, so that the skip is a real branch (not both sides computed)."""
+        def one(old, s):
+            ws = self._warm_update(old.i, s.adaptation, s.accept_prob, ravel_pytree(s.z)[0])
+            return s._replace(adaptation=ws)
+
+        update = jax.vmap(one) if batched else one
+        return jax.lax.cond(jnp.any(state.i < self._num_warmup), update, lambda old, s: s, state, new)
 
     def _refresh_if_new_data(self, state, U, model_args, model_kwargs, batched):
         """The state keeps U and its gradient at its point; when the model's arguments changed since (``mcmc.run`` on
@@ -386,7 +409,6 @@ class Langevin(MCMCKernel):
         core, info = self._loop(key_loop, core, U, *self._core_args(ws))
         if self._gibbs_fn is not None:
             core = base.gibbs_step(key_gibbs, core, U, self._gibbs_draw)
-        ws = self._warm_update(state.i, ws, info.accept_prob, core.position)
         i = state.i + 1
         mean_accept_prob = state.mean_accept_prob + (info.accept_prob - state.mean_accept_prob) / i
         return LangevinState(i, self._bound.unravel(core.position), core.potential_energy, core.grad,
@@ -404,7 +426,12 @@ class KineticLangevin(Langevin):
     ``adapt_step_size`` tunes h by dual averaging to ``target_accept_prob`` (default 0.8) and ``adapt_mass``
     sets a diagonal mass :math:`M^{-1} = {\rm Var}(q)` estimated from the second and third quarters of the
     warmup (Stan's regularization), then restarts the step adaptation (:mod:`renormpp.mcmc.adaptation`).
-    ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an :math:`O(h^2)` bias). Other
+    ``row_mass`` (a site name, e.g. ``"w"``): on that weight matrix the mass is not diagonal but one dense matrix
+    shared by its rows, the rows' covariance pooled over rows and warmup draws (:mod:`renormpp.mcmc.metrics`, Eq. M1);
+    it undoes the anisotropy of the input data (MNIST's), which a diagonal mass cannot. ``freeze_gibbs_sites=True``
+    (with ``gibbs_fn``): the kinetic updates leave the Gibbs sites where they are (infinite mass) and only move the
+    others, so the stiffness of v (its conditional precision grows as P/(T N1)) no longer limits the step; the
+    exact Gibbs draw moves v. ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an :math:`O(h^2)` bias). Other
     parameters as :class:`Langevin`.
     """
 
@@ -414,13 +441,19 @@ class KineticLangevin(Langevin):
                  adjust: bool = True, inner_steps: int = 1, observables: Callable | None = None,
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float | None = None,
-                 gibbs_fn: Callable | None = None, gibbs_sites=("v",)):
+                 gibbs_fn: Callable | None = None, gibbs_sites=("v",), row_mass: str | None = None,
+                 freeze_gibbs_sites: bool = False):
         super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
                          target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites)
         self._friction = positive("friction", friction, "the friction gamma")
         self._adapt_mass = bool(adapt_mass)
+        if row_mass is not None and not self._adapt_mass:
+            raise ValueError("row_mass is learned in the warmup: it needs adapt_mass=True (and num_warmup > 0)")
+        if freeze_gibbs_sites and gibbs_fn is None:
+            raise ValueError("freeze_gibbs_sites=True leaves the Gibbs sites to gibbs_fn: pass gibbs_fn too")
+        self._row_mass, self._freeze_gibbs = row_mass, bool(freeze_gibbs_sites)
 
     def _core_kernel(self):
         return kinetic.build_kernel(self._adjust)
@@ -437,4 +470,5 @@ class KineticLangevin(Langevin):
     def describe(self, state=None) -> str:
         text = super().describe(state).replace("MALA" if self._adjust else "ULA",
                                                "kinetic Langevin (GHMC)" if self._adjust else "kinetic Langevin")
-        return text + f", friction {self._friction:g}" + (", diagonal mass adapted" if self._adapt_mass else "")
+        mass = f", mass adapted (dense on the rows of {self._row_mass})" if self._row_mass else ", diagonal mass adapted"
+        return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "")

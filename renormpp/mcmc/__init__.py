@@ -8,7 +8,8 @@ them as ``numpyro.infer.mcmc.MCMCKernel`` adapters.
   updates that counts acceptance and divergences, and an exact Gibbs step;
 * :mod:`.langevin`: the unadjusted Langevin algorithm (ULA) and its Metropolis-adjusted form (MALA);
 * :mod:`.kinetic`: underdamped Langevin dynamics (OBABO), Metropolis-adjusted (generalized HMC) or not;
-* :mod:`.adaptation`: step size by dual averaging and a diagonal mass from the warmup draws, on NumPyro's
+* :mod:`.metrics`: the mass of kinetic Langevin, diagonal or shared by the rows of a weight matrix;
+* :mod:`.adaptation`: step size by dual averaging and the mass from the warmup draws, on NumPyro's
   ``dual_averaging`` and ``welford_covariance``.
 
 A kernel is built once and called as ``kernel(rng_key, state, potential_fn, step_size, ...) -> (state, info)``::
@@ -19,6 +20,6 @@ A kernel is built once and called as ``kernel(rng_key, state, potential_fn, step
     state, info = step(key, state, potential_fn, 0.1)
     draw = mcmc.base.inner_loop(step, 10)                          # 10 updates per recorded draw
 """
-from . import adaptation, base, kinetic, langevin
+from . import adaptation, base, kinetic, langevin, metrics
 
-__all__ = ["adaptation", "base", "kinetic", "langevin"]
+__all__ = ["adaptation", "base", "kinetic", "langevin", "metrics"]

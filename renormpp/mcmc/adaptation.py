@@ -9,6 +9,10 @@ variance of the warmup draws, and the window schedule that combines them.
 * Diagonal mass (Stan's windowed adaptation, regularized as Stan does; NumPyro's ``welford_covariance``):
   the positions of the warmup draws :math:`[W/4, 3W/4)` give :math:`M^{-1} = \tfrac{n}{n+5}{\rm Var}(q) +
   10^{-3}\tfrac{5}{n+5}`; at :math:`3W/4` it is set and the step adaptation restarts from the current step.
+* Row mass (``rows``, :class:`renormpp.mcmc.metrics.RowMass`): on a weight matrix :math:`w\in\mathbb R^{R\times C}`
+  the same draws give the covariance of a row pooled over the R rows,
+  :math:`A = \frac1R\sum_r {\rm Cov}(w_r) = \frac1R\big[\frac1n\sum_t w_t^\top w_t - \bar w^\top \bar w\big]`,
+  regularized as the diagonal (:math:`\tfrac{n}{n+5}A + 10^{-3}\tfrac{5}{n+5}I`), the block of (M1).
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import jax.numpy as jnp
 from numpyro.infer.hmc_util import dual_averaging, welford_covariance
 
 from .base import select
+from .metrics import RowMass, Rows
 
 
 def step_size_adaptation(target_accept_prob: float):
@@ -47,24 +52,76 @@ class WindowState(NamedTuple):
     inverse_mass: jnp.ndarray
 
 
+def _regularize(cov, n):
+    """Stan's shrinkage of a covariance estimated from n draws towards 1e-3 times the identity."""
+    return n / (n + 5.0) * cov + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(cov.shape[0], dtype=cov.dtype)
+
+
+def _row_moments(rows: Rows):
+    """``(init, update, final)`` of the pooled row covariance of the block ``rows`` (see the module docstring)."""
+
+    def init(dtype):
+        return (jnp.zeros((rows.cols, rows.cols), dtype), jnp.zeros((rows.rows, rows.cols), dtype),
+                jnp.zeros((), dtype))
+
+    def update(position, state):
+        w = position[rows.offset:rows.offset + rows.rows * rows.cols].reshape(rows.rows, rows.cols)
+        s2, s1, n = state
+        return s2 + w.T @ w, s1 + w, n + 1
+
+    def final(state):
+        s2, s1, n = state
+        n = jnp.maximum(n, 1.0)
+        mean = s1 / n
+        return _regularize((s2 / n - mean.T @ mean) / rows.rows, n)
+
+    return init, update, final
+
+
 def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_size: bool = True,
-                      adapt_mass: bool = False):
+                      adapt_mass: bool = False, rows: Rows | None = None, frozen=None):
     """``(init, update)`` of the whole warmup schedule over ``num_warmup`` recorded draws.
 
     ``init(step_size, dim)`` starts from a unit inverse mass; ``update(i, state, accept_prob, position)`` after
     draw ``i`` (0-based, counting warmup draws) returns the new state. During the warmup the step follows the
     dual-averaging iterate and becomes the averaged one at the last warmup draw; the mass, if adapted, is set
-    at draw 3W/4. After the warmup nothing changes (the chain is then an exact, fixed kernel).
+    at draw 3W/4. After the warmup nothing changes (the chain is then an exact, fixed kernel). With ``rows`` (and
+    ``adapt_mass``) the inverse mass is a :class:`RowMass`: dense and shared on the rows of that weight matrix.
+    ``frozen`` (a boolean mask of the position, or None): coordinates the dynamics does not move (inverse mass 0, see
+    :mod:`.metrics`), e.g. those a Gibbs step draws.
     """
     step_init, step_update, step_final = step_size_adaptation(target_accept_prob)
     mass_init, mass_update, mass_final = welford_covariance(diagonal=True)
     W = int(num_warmup)
     start, stop = W // 4, (3 * W) // 4
 
+    if rows is not None and not adapt_mass:
+        raise ValueError("a row mass is learned in the warmup: rows needs adapt_mass=True")
+    if rows is not None:
+        row_init, row_update, row_final = _row_moments(rows)
+
+    def freeze(diag):
+        return diag if frozen is None else jnp.where(frozen, 0.0, diag).astype(diag.dtype)
+
     def init(step_size, dim: int, dtype=jnp.float32) -> WindowState:
         h = jnp.asarray(step_size, dtype)
-        return WindowState(step_init(h) if adapt_step_size else (), mass_init(dim) if adapt_mass else (),
-                           h, jnp.ones(dim, dtype))
+        mass = (mass_init(dim), row_init(dtype)) if rows is not None else mass_init(dim) if adapt_mass else ()
+        inv_mass = RowMass.identity(dim, rows, dtype) if rows is not None else jnp.ones(dim, dtype)
+        inv_mass = (RowMass(freeze(inv_mass.diag), inv_mass.block, inv_mass.factor, rows) if rows is not None
+                    else freeze(inv_mass))
+        return WindowState(step_init(h) if adapt_step_size else (), mass, h, inv_mass)
+
+    def gather(position, mass):
+        if rows is None:
+            return mass_update(position, mass)
+        return mass_update(position, mass[0]), row_update(position, mass[1])
+
+    def estimate(mass, inv_mass):
+        """The inverse mass from the draws gathered so far."""
+        if rows is None:
+            return freeze(mass_final(mass, regularize=True)[0].astype(inv_mass.dtype))
+        diag = freeze(mass_final(mass[0], regularize=True)[0].astype(inv_mass.diag.dtype))
+        return RowMass.from_covariance(diag, row_final(mass[1]).astype(inv_mass.block.dtype), rows)
 
     def update(i, state: WindowState, accept_prob, position) -> WindowState:
         warm = i < W
@@ -75,10 +132,9 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
             h_new = jnp.where(last, step_final(new_step), jnp.exp(new_step[0])).astype(h.dtype)
             step, h = select(warm, (new_step, h_new), (step, h))
         if adapt_mass:
-            gather = (i >= start) & (i < stop)
-            mass = select(gather, mass_update(position, mass), mass)
-            switch = (i + 1 == stop) & (mass[2] > 1)
-            inv_mass = jnp.where(switch, mass_final(mass, regularize=True)[0], inv_mass).astype(inv_mass.dtype)
+            mass = select((i >= start) & (i < stop), gather(position, mass), mass)
+            switch = (i + 1 == stop) & ((mass[0] if rows is not None else mass)[2] > 1)
+            inv_mass = select(switch, estimate(mass, inv_mass), inv_mass)
             if adapt_step_size:  # the scale changed: adapt the step afresh from where it is
                 step = select(switch, step_init(h), step)
         return WindowState(step, mass, h, inv_mass)

@@ -1,7 +1,7 @@
 r"""Underdamped (kinetic) Langevin dynamics on a flat position, OBABO splitting, Metropolis-adjusted or not.
 
-Positions q, momenta p, the Hamiltonian :math:`H = U(q) + \tfrac12 p^\top M^{-1} p` with a diagonal inverse
-mass :math:`M^{-1}` and friction :math:`\gamma`. One update with step h and :math:`a = e^{-\gamma h/2}`:
+Positions q, momenta p, the Hamiltonian :math:`H = U(q) + \tfrac12 p^\top M^{-1} p` with an inverse mass
+:math:`M^{-1}` (diagonal, or shared by the rows of a weight matrix: :mod:`.metrics`) and friction :math:`\gamma`. One update with step h and :math:`a = e^{-\gamma h/2}`:
 
 .. math::
     \text{O:}\; p \leftarrow a\,p + \sqrt{1-a^2}\,M^{1/2}\eta; \qquad
@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from .base import Info, select
+from .metrics import functions
 
 __all__ = ["State", "Info", "init", "build_kernel"]
 
@@ -36,10 +37,11 @@ class State(NamedTuple):
 
 
 def init(position, potential_fn: Callable, rng_key, inverse_mass=1.0) -> State:
-    """The state at ``position`` with a momentum drawn from :math:`\\mathcal N(0, M)`."""
+    """The state at ``position`` with a momentum drawn from :math:`\\mathcal N(0, M)` (``inverse_mass``: an array,
+    diagonal, or a :class:`renormpp.mcmc.metrics.RowMass`)."""
     pe, grad = jax.value_and_grad(potential_fn)(position)
-    p = jax.random.normal(rng_key, position.shape, position.dtype) / jnp.sqrt(inverse_mass)
-    return State(position, p, pe, grad)
+    draw, _, _ = functions(inverse_mass)
+    return State(position, draw(rng_key, position), pe, grad)
 
 
 def build_kernel(adjust: bool = True) -> Callable:
@@ -50,18 +52,19 @@ def build_kernel(adjust: bool = True) -> Callable:
         k_o1, k_acc, k_o2 = jax.random.split(rng_key, 3)
         h = step_size
         a = jnp.exp(-friction * h / 2)
+        draw, velocity, kinetic_energy = functions(inverse_mass)
 
         def refresh(p, key):  # O
-            return a * p + jnp.sqrt(1 - a**2) * jax.random.normal(key, p.shape, p.dtype) / jnp.sqrt(inverse_mass)
+            return a * p + jnp.sqrt(1 - a**2) * draw(key, p)
 
         q, p = state.position, refresh(state.momentum, k_o1)
         p_half = p - h / 2 * state.grad  # B
-        q_new = q + h * inverse_mass * p_half  # A
+        q_new = q + h * velocity(p_half)  # A
         pe_new, grad_new = jax.value_and_grad(potential_fn)(q_new)
         p_new = p_half - h / 2 * grad_new  # B
         finite = jnp.isfinite(pe_new) & jnp.all(jnp.isfinite(grad_new))
         if adjust:
-            dH = pe_new - state.potential_energy + 0.5 * jnp.sum(inverse_mass * (p_new**2 - p**2))
+            dH = pe_new - state.potential_energy + kinetic_energy(p_new) - kinetic_energy(p)
             accept_prob = jnp.where(finite, jnp.exp(jnp.minimum(-dH, 0.0)), 0.0)
         else:
             accept_prob = finite.astype(q.dtype)
