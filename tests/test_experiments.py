@@ -209,7 +209,8 @@ BAD = [
     (dict(sampler__kind="kinetic", sampler__v_sampling="joint", sampler__freeze_v=True),
      r"freeze_v = true needs v_sampling = 'gibbs'"),
     (dict(sampler__kind="kinetic", sampler__mass="full"), r"sampler.mass = 'full'.*'diagonal', 'rows'"),
-    (dict(sampler__kind="kinetic", sampler__mass="rows", sampler__num_warmup=0), r"mass = 'rows' is learned in the warmup"),
+    (dict(sampler__kind="kinetic", sampler__mass="rows", sampler__num_warmup=0),
+     r"mass = 'rows' is learned in the warmup"),
 ]
 
 

@@ -431,8 +431,8 @@ class KineticLangevin(Langevin):
     it undoes the anisotropy of the input data (MNIST's), which a diagonal mass cannot. ``freeze_gibbs_sites=True``
     (with ``gibbs_fn``): the kinetic updates leave the Gibbs sites where they are (infinite mass) and only move the
     others, so the stiffness of v (its conditional precision grows as P/(T N1)) no longer limits the step; the
-    exact Gibbs draw moves v. ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an :math:`O(h^2)` bias). Other
-    parameters as :class:`Langevin`.
+    exact Gibbs draw moves v. ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an
+    :math:`O(h^2)` bias). Other parameters as :class:`Langevin`.
     """
 
     _target_default = 0.8
@@ -470,5 +470,6 @@ class KineticLangevin(Langevin):
     def describe(self, state=None) -> str:
         text = super().describe(state).replace("MALA" if self._adjust else "ULA",
                                                "kinetic Langevin (GHMC)" if self._adjust else "kinetic Langevin")
-        mass = f", mass adapted (dense on the rows of {self._row_mass})" if self._row_mass else ", diagonal mass adapted"
+        mass = (f", mass adapted (dense on the rows of {self._row_mass})" if self._row_mass
+                else ", diagonal mass adapted")
         return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "")

@@ -1,7 +1,8 @@
 r"""Underdamped (kinetic) Langevin dynamics on a flat position, OBABO splitting, Metropolis-adjusted or not.
 
 Positions q, momenta p, the Hamiltonian :math:`H = U(q) + \tfrac12 p^\top M^{-1} p` with an inverse mass
-:math:`M^{-1}` (diagonal, or shared by the rows of a weight matrix: :mod:`.metrics`) and friction :math:`\gamma`. One update with step h and :math:`a = e^{-\gamma h/2}`:
+:math:`M^{-1}` (diagonal, or shared by the rows of a weight matrix: :mod:`.metrics`) and friction :math:`\gamma`.
+One update with step h and :math:`a = e^{-\gamma h/2}`:
 
 .. math::
     \text{O:}\; p \leftarrow a\,p + \sqrt{1-a^2}\,M^{1/2}\eta; \qquad
