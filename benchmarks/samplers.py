@@ -3,6 +3,8 @@
 Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (about 2 min per candidate)
       .venv/bin/python benchmarks/samplers.py --problem 2 --budget 300
       .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
+      .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" \
+          "kinetic Langevin (GHMC) + Gibbs on v"      (the anchors side by side; BlackJAX: pip install -e ".[bench]")
 
 Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
   1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from functools import partial
 import sys
 import time
 import warnings
@@ -117,6 +120,77 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
     return draws, stats, t_warm, t_draw, state
 
 
+def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_steps=1000):
+    """BlackJAX 1.7's adjusted MCLMC (``adjusted_mclmc_dynamic``, random trajectory lengths, diagonal mass), two
+    vectorized chains from the prior, its tuner started from an unadjusted MCLMC pilot's (L, step, mass) as the
+    issue asks (its default start takes minutes here). Same protocol as :func:`timed_run`: warmup (pilot + tuning,
+    compilation included), then blocks of draws until the budget; one draw per MH proposal."""
+    import blackjax
+    from blackjax.mcmc import adjusted_mclmc_dynamic as adj
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import initialize_model
+
+    from renormpp import observables
+    from renormpp.models import mlp
+
+    X, Y = (np.asarray(a, np.float32) for a in (data.X, data.Y))
+    kw = stages.model_kwargs(cfg)
+    t0 = time.perf_counter()
+    keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.sampler.num_chains)
+    info, potential, *_ = initialize_model(keys, mlp, model_args=(X, Y), model_kwargs=kw)
+    unravel = ravel_pytree(jax.tree_util.tree_map(lambda x: x[0], info[0]))[1]
+    positions = jax.vmap(lambda z: ravel_pytree(z)[0])(info[0])
+
+    def logdensity(x):
+        return -potential(unravel(x))
+
+    record = observables.default(*(np.asarray(a, np.float32) for a in (data.X_test, data.Y_test)),
+                                 cfg.model.activation)
+    steps_fn = adj.make_random_trajectory_length_fn(True)
+    adj_kernel = adj.build_kernel(integration_steps_fn=steps_fn)
+
+    def adjusted(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, integration_steps_params):
+        return adj_kernel(rng_key=rng_key, state=state, logdensity_fn=logdensity_fn, step_size=step_size,
+                          inverse_mass_matrix=inverse_mass_matrix, integration_steps_params=integration_steps_params)
+
+    @jax.jit
+    @jax.vmap
+    def warmup(x, key):
+        k_init, k_pilot, k_adj, k_tune = jax.random.split(key, 4)
+        state = blackjax.mcmc.mclmc.init(x, logdensity, k_init)
+        state, pilot, _ = blackjax.mclmc_find_L_and_step_size(
+            mclmc_kernel=blackjax.mcmc.mclmc.build_kernel(), num_steps=pilot_steps, state=state, rng_key=k_pilot,
+            logdensity_fn=logdensity, diagonal_preconditioning=True)
+        state = adj.init(state.position, logdensity, k_adj)
+        state, params, _ = blackjax.adjusted_mclmc_find_L_and_step_size(
+            mclmc_kernel=adjusted, logdensity_fn=logdensity, num_steps=tune_steps, state=state, rng_key=k_tune,
+            target=target_accept, diagonal_preconditioning=True, params=pilot)
+        return state, params
+
+    @partial(jax.jit, static_argnums=3)
+    @partial(jax.vmap, in_axes=(0, 0, 0, None))
+    def block(state, params, key, n):
+        def step(st, k):
+            st, inf = adjusted(k, st, logdensity, params.step_size, params.inverse_mass_matrix,
+                               (params.L / params.step_size,))
+            return st, (record(unravel(st.position)), inf.acceptance_rate)
+        return jax.lax.scan(step, state, jax.random.split(key, n))
+
+    states, params = jax.block_until_ready(warmup(positions, jax.random.split(keys[0], len(keys))))
+    t_warm = time.perf_counter() - t0
+    print(f"    BlackJAX tuned: step {np.ravel(params.step_size)}, L {np.ravel(params.L)}")
+    parts, n_draws, t1, n, key = [], 0, time.perf_counter(), 20, keys[-1]
+    while n_draws == 0 or time.perf_counter() - t0 < budget:
+        key, sub = jax.random.split(key)
+        states, (obs, acc) = jax.block_until_ready(block(states, params, jax.random.split(sub, len(keys)), n))
+        parts.append(obs)
+        n_draws += n
+    t_draw = (time.perf_counter() - t1) / n_draws
+    draws = {k: np.concatenate([np.asarray(p[k]) for p in parts], axis=1) for k in parts[0]}
+    print(f"    BlackJAX acceptance of the last block {np.asarray(acc).mean(axis=1)}")
+    return draws, t_warm, t_draw
+
+
 def accuracy_time(draws, t_warm, t_draw):
     """Time to the target accuracy and the analysis behind it."""
     eps = draws["eps_g"]
@@ -175,6 +249,12 @@ def main():
             print(f"    adapted step {np.ravel(state.step_size)}, mean acceptance {np.ravel(state.mean_accept_prob)}")
         if name == "NUTS":
             nuts_state = state
+
+    if args.only and "BlackJAX adjusted MCLMC" in args.only:  # an optional dependency: pip install -e ".[bench]"
+        draws, t_warm, t_draw = blackjax_run(config(args.problem, {"kind": "nuts"}, root=args.root), data, args.budget)
+        t_need, info = accuracy_time(draws, t_warm, t_draw)
+        results["BlackJAX adjusted MCLMC"] = (t_need, info)
+        report("BlackJAX adjusted MCLMC", t_need, info, t_warm, t_draw, theory)
 
     # the paper's ULA: measured at k x its step, where it thermalizes and its tau_int is resolved in the budget;
     # Langevin times scale as 1/h, so at the paper's step it needs k times as many updates of the same cost

@@ -238,6 +238,7 @@ def test_missing_keys_and_tables(tmp_path):
                     "run": {"out": "x"}})
     default = ex.resolve({"data": data, "model": {"N1": 10}, "run": {"out": "x"}}).sampler  # the recommended sampler
     assert default.kind == "kinetic" and default.num_warmup == 200 and default.adapt_step_size
+    assert default.v_sampling == "gibbs" and default.freeze_v  # the kinetic updates move w; the Gibbs draw moves v
     ula = ex.resolve({"data": data, "model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
     assert ula.sampler.step_size == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
 

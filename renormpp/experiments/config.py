@@ -235,14 +235,17 @@ class KineticConfig(_Adapted):
     mass: Literal["diagonal", "rows"] = Field(
         "diagonal", description="the mass learned in the warmup: 'diagonal', or 'rows' (one dense matrix shared by the "
                                 "rows of the first layer's weights; for anisotropic inputs such as MNIST)")
-    freeze_v: Flag = Field(False, description="with v_sampling = 'gibbs': the kinetic updates leave v where it is "
-                                               "(infinite mass); only the exact Gibbs draw moves it")
+    freeze_v: Optional[Flag] = Field(None, description="with v_sampling = 'gibbs': the kinetic updates leave v where "
+                                                         "it is (infinite mass) and only the exact Gibbs draw moves it "
+                                                         "(default: true with v_sampling = 'gibbs')")
     _target = 0.8
 
     @model_validator(mode="after")
     def _mass_needs_warmup(self):
         if self.mass == "rows" and self.num_warmup == 0:
             raise ValueError("sampler.mass = 'rows' is learned in the warmup: set sampler.num_warmup > 0")
+        if self.freeze_v is None:
+            self.freeze_v = self.v_sampling == "gibbs"
         if self.freeze_v and self.v_sampling != "gibbs":
             raise ValueError(f"sampler.freeze_v = true needs v_sampling = 'gibbs' (an exact draw of v); with "
                              f"v_sampling = {self.v_sampling!r} nothing else would move v")

@@ -472,4 +472,5 @@ class KineticLangevin(Langevin):
                                                "kinetic Langevin (GHMC)" if self._adjust else "kinetic Langevin")
         mass = (f", mass adapted (dense on the rows of {self._row_mass})" if self._row_mass
                 else ", diagonal mass adapted")
-        return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "")
+        frozen = f", {'/'.join(self._gibbs_sites)} left to the Gibbs draw" if self._freeze_gibbs else ""
+        return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "") + frozen
