@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast bench docs clean
 
 # Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
 $(STAMP): pyproject.toml
@@ -27,5 +27,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/sampler.py
 	$(PY) benchmarks/load.py
 
+# the documentation site in site/ (offline; warnings are errors). The notebooks are executed at their quick size
+# (a few minutes; 03 and 05 need the MNIST and CIFAR-10 files): RENORMPP_DOCS_EXECUTE=false renders them unexecuted.
+docs: $(STAMP)
+	RENORMPP_DOCS_EXECUTE=$${RENORMPP_DOCS_EXECUTE:-true} RENORMPP_NOTEBOOK_SIZE=quick NO_MKDOCS_2_WARNING=1 \
+		$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) renormpp-demo .pytest_cache
+	rm -rf $(VENV) renormpp-demo .pytest_cache site .cache

@@ -2,7 +2,8 @@
 
 * ``renormpp run CONFIG.toml`` runs a sweep (``renormpp run OUTDIR`` resumes one);
 * ``renormpp demo`` runs the built-in sweep on a synthetic teacher (theory and sampling, a few minutes);
-* ``renormpp report OUTDIR`` rewrites the report of a sweep from its finished points.
+* ``renormpp report OUTDIR`` rewrites the report of a sweep from its finished points;
+* ``renormpp paper FIGURE`` runs (or resumes) the sweeps of a figure of the paper and draws it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ Finite Bayesian networks sampled with NumPyro, against their proportional-limit 
 
   renormpp run CONFIG.toml   run a sweep over N1 (renormpp run OUTDIR resumes or extends one)
   renormpp demo              the built-in sweep on a synthetic teacher (about 3.5 minutes on 2 cores)
-  renormpp report OUTDIR     rewrite the report of a sweep from its finished points"""
+  renormpp report OUTDIR     rewrite the report of a sweep from its finished points
+  renormpp paper FIGURE      a figure of the paper (fig1a ... fig4): its sweeps run or resumed, then drawn"""
 
 EXIT_CODES = """\
 exit status:
@@ -50,7 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="renormpp-demo", help="output folder (default: %(default)s)")
     demo.add_argument("--print-config", action="store_true", help="print the demo's config (a starting point for "
                                                                   "your own) and exit")
-    for p in (run, demo):
+    from .experiments.paper import NAMES, SIZES
+
+    paper = sub.add_parser("paper", help="a figure of the paper: its sweeps run (or resumed), then drawn",
+                           description="A figure of the paper from its sweeps (each a renormpp run config; run again "
+                                       "to resume): PNG and PDF, data.csv, theory.csv and summary.md in OUT/FIGURE.",
+                           epilog=EXIT_CODES, formatter_class=fmt)
+    paper.add_argument("figure", help=f"one of {', '.join(NAMES)}")
+    paper.add_argument("--size", default="quick", help=f"one of {', '.join(SIZES)} (default: %(default)s; quick: "
+                                                       "minutes on 2 cores, full: the paper's sizes)")
+    paper.add_argument("--out", help="output folder (default: renormpp-paper-SIZE; figures sharing a sweep share it)")
+    paper.add_argument("--print-config", action="store_true", help="print the figure's renormpp run configs and exit")
+    paper.add_argument("--series", help="with --print-config: print this series' config only")
+    for p in (run, demo, paper):
         if p is run:
             p.add_argument("--out", help="output folder (overrides run.out)")
         p.add_argument("--executor", choices=("inprocess", "process", "ray"), help="where the points run")
@@ -76,6 +90,16 @@ def main(argv=None) -> int:
     try:
         if args.command == "report":
             print(f"wrote {experiments.report(args.outdir)}")
+            return 0
+        if args.command == "paper":
+            from .experiments import paper
+
+            if args.print_config:
+                print(paper.print_configs(args.figure, args.size, args.out, series=args.series), end="")
+                return 0
+            folder = paper.make(args.figure, args.size, args.out, executor=args.executor, workers=args.workers,
+                                address=args.address, progress=False if args.no_progress else None)
+            print(f"\n{(folder / 'summary.md').read_text()}\nwrote {folder}")
             return 0
         if args.command == "demo" and args.print_config:
             print(experiments.dumps(demo.CONFIG), end="")

@@ -242,9 +242,14 @@ def gamma_method(series, cut="auto", S: float = 1.5) -> ErrorEstimate:
         warnings.warn("gamma_method: the automatic window was not found; the series is far too short",
                       ShortRunWarning, stacklevel=2)
     tau_int = tau_w[window - 1] * (1 + (2 * window + 1) / N)
+    if tau_int <= 0:  # a sum of noisy anticorrelations: only in series far too short to say anything
+        warnings.warn(f"gamma_method: the summed autocorrelation is negative (tau_W = {tau_int:.2g}) in {N} draws; "
+                      "the error is the naive one and does not hold: sample longer", ShortRunWarning, stacklevel=2)
+        tau_int, found = 0.5, False
     error = float(np.sqrt(2 * tau_int * gamma[0] / N))
     dtau = 2 * tau_int * np.sqrt(max(window + 0.5 - tau_int, 0.0) / N)
-    reliable = _short("gamma_method", N / (2 * tau_int), f"{N} draws, tau_int = {2 * tau_int:.1f}") and not stuck
+    reliable = _short("gamma_method", N / (2 * tau_int), f"{N} draws, tau_int = {2 * tau_int:.1f}") and not stuck \
+        and found
     return ErrorEstimate(mean=float(x.mean()), error=error, tau_int=float(2 * tau_int), tau_int_error=float(2 * dtau),
                          n=N, cut=cut, method="gamma", reliable=reliable,
                          details=dict(window=int(window), rho=rho[: 2 * window + 1], S=S))

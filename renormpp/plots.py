@@ -101,8 +101,9 @@ def overlap_heatmaps(ds, class_names=None, paper_style: bool = False, diagonal_s
     return fig
 
 
-def _theory_lines(fit, N1_grid, X_test=None, Y_test=None):
-    """exact / one-loop / infinite-width curves over N1 from one kernel eigendecomposition."""
+def theory_lines(fit, N1_grid, X_test=None, Y_test=None) -> dict:
+    """The exact / one-loop / infinite-width curves over ``N1_grid`` from one kernel eigendecomposition: ``{method:
+    {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set; NaN where a method does not apply)."""
     out = {m: {"eps_g": [], "Q": []} for m in theory.METHODS}
     for N1 in N1_grid:
         for m in theory.METHODS:
@@ -165,7 +166,7 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     fig = ax.figure if ax is not None else plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)[0]
     ax = ax if ax is not None else fig.axes[0]
     if fit is not None and X_test is not None:
-        lines = _theory_lines(fit, grid, X_test, Y_test)
+        lines = theory_lines(fit, grid, X_test, Y_test)
         for m in theory.METHODS:
             ax.plot(grid, lines[m]["eps_g"], color="k" if m == "infinite_width" else "C0", **_style(m))
         _one_loop_note(ax, grid, lines["one_loop"]["eps_g"], fit.P)
@@ -192,7 +193,7 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     N1s, grid = _N1_grid(results, N1_grid, fit)
     D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
-    lines = _theory_lines(fit, grid) if fit is not None else None
+    lines = theory_lines(fit, grid) if fit is not None else None
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 7), sharex=True, constrained_layout=True)
     diag = [(a, a) for a in range(D)][:max_pairs]
     off = [(a, b) for a in range(D) for b in range(a + 1, D)][:max_pairs]

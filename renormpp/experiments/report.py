@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def _finished(outdir: Path) -> list[tuple[dict, Path]]:
     return sorted(found, key=lambda r: (r[0]["N1"], r[0]["seed"]))
 
 
-def _pooled_draws(folders) -> dict:
+def pooled_draws(folders) -> dict:
     """The observables of several points (same N1, other seeds) as the chains of one run."""
     import arviz as az
 
@@ -43,12 +44,21 @@ def _markdown(df) -> str:
     return "\n".join(lines)
 
 
-def report(outdir) -> Path:
-    """(Re)write the report of the sweep in ``outdir`` from its finished points; returns ``report.md``'s path."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
+class Sweep(NamedTuple):
+    """A sweep's output folder, read back: its config, data, the theory at the first finished width, the finished
+    points ``(result, folder)`` and the comparisons of the working ones, one per N1 with the seeds pooled."""
 
-    from .. import diagnostics, plots, theory
+    cfg: config_mod.Config
+    data: object
+    fit: object
+    done: list
+    pooled: list
+
+
+def load_sweep(outdir) -> Sweep:
+    """Read the sweep in ``outdir`` (a folder of :func:`renormpp.experiments.run`) and compare its finished points
+    with the theory, seeds pooled per N1 (:func:`renormpp.diagnostics.compare`)."""
+    from .. import diagnostics
 
     outdir = Path(outdir)
     if not (outdir / "config.toml").exists():
@@ -57,11 +67,41 @@ def report(outdir) -> Path:
     done = _finished(outdir)
     if not done:
         raise FileNotFoundError(f"no finished point under {outdir / 'points'} yet")
+    if cfg.scaling is not None:  # compared per scale by scaling_report
+        return Sweep(cfg, None, None, done, [])
+    data = stages.load_data(cfg.data)
+    base = stages.solve_theory(cfg.model.model_copy(update={"N1": done[0][0]["N1"]}), data)
+    ok = [(r, f) for r, f in done if r.get("status", "ok") == "ok"]
+    pooled = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # flagged in the tables as reliable=False
+        for N1 in sorted({r["N1"] for r, _ in ok}):
+            group = [(r, f) for r, f in ok if r["N1"] == N1]
+            fit = base.refit("infinite_width", N1=N1)
+            pooled.append(diagnostics.compare(pooled_draws([f for _, f in group]), fit, data.X_test, data.Y_test,
+                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler")))
+    return Sweep(cfg, data, base, done, pooled)
+
+
+def pooled_table(pooled) -> "pd.DataFrame":
+    """The comparisons of :func:`load_sweep` as one table, a row per (N1, quantity, theory)."""
+    import pandas as pd
+
+    return pd.concat([ds.drop_vars(["a", "b"]).to_dataframe().assign(N1=ds.attrs["N1"]) for ds in pooled])
+
+
+def report(outdir) -> Path:
+    """(Re)write the report of the sweep in ``outdir`` from its finished points; returns ``report.md``'s path."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from .. import diagnostics, plots, theory
+
+    outdir = Path(outdir)
+    cfg, data, base, done, pooled = load_sweep(outdir)
     if cfg.scaling is not None:
         return scaling_report(outdir, cfg, done)
-    data = stages.load_data(cfg.data)
     m = cfg.model
-    base = stages.solve_theory(m.model_copy(update={"N1": done[0][0]["N1"]}), data)
 
     rows = []
     for res, folder in done:
@@ -85,19 +125,9 @@ def report(outdir) -> Path:
     summary = pd.DataFrame(rows)
     summary.to_csv(outdir / "summary.csv", index=False)
 
-    ok = [(r, f) for r, f in done if r.get("status", "ok") == "ok"]
     failed = [(r, f) for r, f in done if r.get("status", "ok") != "ok"]
-    pooled = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # flagged in the tables as reliable=False
-        for N1 in sorted({r["N1"] for r, _ in ok}):
-            group = [(r, f) for r, f in ok if r["N1"] == N1]
-            fit = base.refit("infinite_width", N1=N1)
-            pooled.append(diagnostics.compare(_pooled_draws([f for _, f in group]), fit, data.X_test, data.Y_test,
-                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler")))
     if pooled:
-        table = pd.concat([ds.drop_vars(["a", "b"]).to_dataframe().assign(N1=ds.attrs["N1"]) for ds in pooled])
-        table.to_csv(outdir / "pooled.csv")
+        pooled_table(pooled).to_csv(outdir / "pooled.csv")
 
     names = data.class_names or None
     figures = {

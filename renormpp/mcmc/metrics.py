@@ -71,7 +71,7 @@ def _split(x, rows: Rows):
 
 
 def _scaled(eta, inverse_mass):
-    """:math:`M^{1/2}\eta` for a diagonal inverse mass; 0 where it is 0 (coordinates the dynamics leaves fixed)."""
+    r""":math:`M^{1/2}\eta` for a diagonal inverse mass; 0 where it is 0 (coordinates the dynamics leaves fixed)."""
     positive = inverse_mass > 0
     return jnp.where(positive, eta / jnp.sqrt(jnp.where(positive, inverse_mass, 1.0)), 0.0)
 

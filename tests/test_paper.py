@@ -1,0 +1,142 @@
+"""``renormpp paper FIGURE``: the figure commands refuse unknown names and sizes, their configs round-trip through
+``--print-config``, and every figure runs end to end (at the smoke size, in the slow tests) with outputs that parse
+and theory values that an independent solve reproduces."""
+from __future__ import annotations
+
+import tomllib
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+from realdata import missing
+
+import renormpp as rp
+from renormpp.cli import main
+from renormpp.experiments import paper
+from renormpp.experiments.config import resolve
+from renormpp.experiments.report import load_sweep
+
+SYNTHETIC = ("fig1a", "sm-mc", "fig4")
+REAL = tuple(f for f in paper.NAMES if f not in SYNTHETIC)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["paper", "fig5"], "unknown figure 'fig5'; choose one of fig1a, fig1b, fig1c, fig1d, fig2, sm-overlaps, sm-mc, "
+                        "fig3, fig4"),
+    (["paper", "fig1a", "--size", "huge"], "unknown size 'huge'; choose one of quick, full, smoke"),
+    (["paper", "fig1b", "--print-config", "--series", "nope"], "its series are mnist-D2, mnist-D3"),
+])
+def test_unknown_figures_sizes_and_series_are_refused_with_the_list(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", paper.SIZES)
+@pytest.mark.parametrize("name", paper.NAMES)
+def test_every_figure_config_round_trips_through_print_config(name, size, tmp_path, capsys):
+    cfgs = paper.configs(name, size, tmp_path)
+    assert main(["paper", name, "--size", size, "--out", str(tmp_path), "--print-config"]) == 0
+    whole = capsys.readouterr().out
+    for series, cfg in cfgs.items():
+        assert main(["paper", name, "--size", size, "--out", str(tmp_path), "--print-config", "--series", series]) == 0
+        printed = capsys.readouterr().out
+        assert printed in whole
+        if name in ("fig3", "fig4"):  # a baselines config, not a sweep
+            assert tomllib.loads(printed) == cfg and cfg["out"] == str(tmp_path / "runs" / series)
+            continue
+        back = resolve(tomllib.loads(printed))
+        assert back.dumps() == resolve(cfg).dumps() == printed
+        assert back.run.out == str(tmp_path / "runs" / series)
+        m = back.model
+        assert (m.T, m.lambda0, m.lambda1, m.activation, m.depth) == (0.01, 1.0, 1.0, "erf", 1)  # the paper's
+        if size == "full":
+            assert back.data.P == back.data.P_test == 1000 and back.run.target_error is not None
+
+
+def test_quick_widths_keep_the_loads_of_the_full_grid():
+    full = {1000 / n for n in paper.N1_FULL}
+    for fig in paper.FIGURES.values():
+        for s in fig.series:
+            loads = {paper._P["quick"] / n for n in s.widths("quick")}
+            assert loads <= (full if s.alphas is None else set(s.alphas)) and len(loads) == (3 if s.alphas is None
+                                                                                            else len(s.alphas))
+
+
+def _check_files(folder):
+    pngs = sorted(folder.glob("*.png"))
+    assert pngs and all(mpimg.imread(p).ndim == 3 for p in pngs)
+    for png in pngs:
+        pdf = (png.parent / f"{png.stem}.pdf").read_bytes()
+        assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-32:]
+    return pd.read_csv(folder / "data.csv")
+
+
+def _check_baselines(name, out):
+    """Fig. 3 / 4: every (P, N1) is in data.csv, and the best GP's test MSE is that of an independent solve at its
+    hyperparameters."""
+    table = _check_files(out / name)
+    for series, cfg in paper.configs(name, "smoke", out).items():
+        rows = table[table.series == series]
+        for P in cfg["P"]:
+            adam = rows[(rows.model == "adam") & (rows.P == P)]
+            assert sorted(adam.N1) == cfg["baselines"]["N1"] and (adam.std_test_mse > 0).all()
+            gp = rows[(rows.model == "best_gp") & (rows.P == P)].iloc[0]
+            d = paper.baseline_figures._load(cfg, P)
+            fit = rp.theory.solve(d.X, d.Y, N1=P, T=gp.mean_T, lambda0=gp.mean_lambda0, lambda1=gp.mean_lambda1,
+                                  activation="relu", method="infinite_width")
+            mse, _ = rp.baselines.scores(d.Y_test, fit.predict(d.X_test).mean)
+            assert gp.mean_test_mse == pytest.approx(mse, rel=1e-6)
+    assert "| N1 | Adam test MSE |" in (out / name / "summary.md").read_text()
+
+
+def _check_outputs(name, out):
+    """The files of one figure parse, their theory values are those of an independent solve, and the summary has a
+    row per sampled width."""
+    if name in ("fig3", "fig4"):
+        return _check_baselines(name, out)
+    folder = out / name
+    table = _check_files(folder)
+    assert set(table.theory) == set(rp.theory.METHODS) and np.isfinite(table.mc_mean).all()
+    summary = (folder / "summary.md").read_text()
+    for series, cfg in paper.configs(name, "smoke", out).items():
+        sweep = load_sweep(out / "runs" / series)
+        rows = table[(table.series == series) & (table.quantity == "eps_g") & (table.theory == "exact")]
+        assert sorted(rows.N1) == sorted(cfg["model"]["N1"])
+        d = sweep.data
+        for N1, pred in zip(rows.N1, rows.prediction):
+            fit = rp.theory.solve(d.X, d.Y, N1=int(N1), T=0.01, lambda0=1.0, lambda1=1.0, activation="erf")
+            assert pred == pytest.approx(fit.generalization_error(d.X_test, d.Y_test), rel=1e-6)
+            assert f"### N1 = {N1:g} " in summary
+    if (folder / "theory.csv").exists():
+        curves = pd.read_csv(folder / "theory.csv")
+        assert set(curves.theory) == set(rp.theory.METHODS) and np.isfinite(curves[curves.theory == "exact"].eps_g).all()
+
+
+def _make_all(names, out):
+    for name in names:
+        paper.make(name, "smoke", out, progress=False)
+        _check_outputs(name, out)
+
+
+@pytest.mark.slow
+def test_synthetic_figures_end_to_end_and_resumed(tmp_path):
+    _make_all(SYNTHETIC, tmp_path)
+    nc = sorted((tmp_path / "runs").glob("*/points/*/observables.nc"))
+    stamps = [p.stat().st_mtime_ns for p in nc]
+    assert main(["paper", "fig1a", "--size", "smoke", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert [p.stat().st_mtime_ns for p in nc] == stamps  # resumed: read back, not resampled
+    assert {p.stem for p in (tmp_path / "sm-mc").glob("*.png")} == {"sm-mc_eps_g", "sm-mc_overlap"}
+
+
+@pytest.mark.slow
+def test_real_data_figures_end_to_end(tmp_path):
+    why = missing("mnist") or missing("cifar10")
+    if why:
+        pytest.skip(why)
+    _make_all(REAL, tmp_path)
+    # the supplement's overlap figure reads the sweeps of Fig. 1b and 1c: one folder each, sampled once
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {s.name for f in REAL if f in paper.FIGURES
+                                                               for s in paper.FIGURES[f].series} | {"fig3-a", "fig3-b"}
+    assert {p.stem for p in (tmp_path / "sm-overlaps").glob("*.png")} == {
+        "sm-overlaps_a_alpha1", "sm-overlaps_a_alpha0.1", "sm-overlaps_b", "sm-overlaps_c"}
