@@ -144,7 +144,7 @@ def _one_loop_note(ax, grid, values, P):
                     xycoords=("data", "axes fraction"), ha="left", va="top", fontsize="small", color="C0")
 
 
-def _log_axis(ax):
+def log_axis(ax):
     """A log N1 axis with plain numbers (100, not 10^2; no 4x10^1 minor labels)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
@@ -175,7 +175,7 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
             ax.plot(N1s, [float(r.prediction.sel(quantity="eps_g", theory=m)) for r in results],
                     color="k" if m == "infinite_width" else "C0", **_style(m))
     _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], "C3", "finite networks (MC, $\\pm 1\\sigma$)")
-    _log_axis(ax)
+    log_axis(ax)
     ax.set_xlabel("hidden units $N_1$")
     ax.set_ylabel("generalization loss $\\epsilon_g$")
     ax.set_title(f"$P$={results[0].attrs['P']}, $D$={results[0].attrs['D']}, $T$={results[0].attrs['T']:g}")
@@ -215,7 +215,7 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     top.set_ylabel("$\\langle v_a\\cdot v_a\\rangle/N_1$ (diagonal)")
     bottom.set_ylabel("$\\langle v_a\\cdot v_b\\rangle/N_1$, $a\\neq b$")
     bottom.set_xlabel("hidden units $N_1$")
-    _log_axis(bottom)
+    log_axis(bottom)
     return fig
 
 

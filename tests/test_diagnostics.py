@@ -38,6 +38,14 @@ def test_ar1_error_of_the_mean(phi, n, method):
     assert abs(est.mean) < 5 * true_error
 
 
+def test_gamma_method_on_a_short_anticorrelated_series_warns_instead_of_returning_nan():
+    """20 alternating draws sum to a negative autocorrelation: the error is the naive one, flagged, not NaN."""
+    x = np.array([1.0, -1.0] * 10) + 0.01 * np.random.default_rng(0).standard_normal(20)
+    with pytest.warns(rp.diagnostics.ShortRunWarning, match="summed autocorrelation is negative"):
+        est = rp.diagnostics.gamma_method(x, cut=0)
+    assert est.error == pytest.approx(x.std() / np.sqrt(x.size)) and not est.reliable
+
+
 def test_gamma_method_matches_pyerrors():
     pe = pytest.importorskip("pyerrors")
     for phi in (0.3, 0.95):

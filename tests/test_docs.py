@@ -29,5 +29,6 @@ def test_the_documentation_site_builds_without_warnings(tmp_path):
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert (site / "notebooks" / nb.stem / "index.html").is_file(), nb.name
     figures = (site / "figures" / "index.html").read_text()
-    assert "renormpp paper fig1a" in figures
+    assert "renormpp paper FIGURE" in figures and "quick/fig1a/fig1a.png" in figures
+    assert (site / "figures" / "quick" / "fig1a" / "fig1a.png").is_file()
     assert "Issue 17" in (site / "benchmarks" / "index.html").read_text()

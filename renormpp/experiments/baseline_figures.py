@@ -108,6 +108,8 @@ def draw(name: str, results: dict, folder: Path) -> tuple[list[str], "pd.DataFra
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from .. import plots
+
     rows = [dict(series=s, P=P, N1=N1, model="adam", **{f"{k}_{m}": v for k in ("mean", "std")
                                                           for m, v in a[k].items()})
             for s, byP in results.items() for P, r in byP.items() for N1, a in r["adam"].items()]
@@ -128,7 +130,7 @@ def draw(name: str, results: dict, folder: Path) -> tuple[list[str], "pd.DataFra
                     std = [a["std"][key] for a in r["adam"].values()]
                     ax.errorbar(N1, mean, yerr=std, fmt="o", color=f"C{i}", capsize=3, label=f"Adam, P = {P}")
                     ax.axhline(r["gp"][key], color=f"C{i}", ls="-", label=f"best GP, P = {P}")
-                    ax.set_xscale("log")
+                    plots.log_axis(ax)
                     ax.set_title(f"{part} {metric}")
                     ax.set_xlabel("hidden units $N_1$")
         axes[0][0].legend(fontsize="small")
