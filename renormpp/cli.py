@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
                            description="A figure of the paper from its sweeps (each a renormpp run config; run again "
                                        "to resume): PNG and PDF, data.csv, theory.csv and summary.md in OUT/FIGURE.",
                            epilog=EXIT_CODES, formatter_class=fmt)
-    paper.add_argument("figure", help=f"one of {', '.join(NAMES)}")
+    paper.add_argument("figure", help=f"one of {', '.join(NAMES)}, or all (every figure in turn, sweeps shared)")
     paper.add_argument("--size", default="quick", help=f"one of {', '.join(SIZES)} (default: %(default)s; quick: "
                                                        "minutes on 2 cores, full: the paper's sizes)")
     paper.add_argument("--out", help="output folder (default: renormpp-paper-SIZE; figures sharing a sweep share it)")
@@ -94,12 +94,14 @@ def main(argv=None) -> int:
         if args.command == "paper":
             from .experiments import paper
 
-            if args.print_config:
-                print(paper.print_configs(args.figure, args.size, args.out, series=args.series), end="")
-                return 0
-            folder = paper.make(args.figure, args.size, args.out, executor=args.executor, workers=args.workers,
-                                address=args.address, progress=False if args.no_progress else None)
-            print(f"\n{(folder / 'summary.md').read_text()}\nwrote {folder}")
+            names = paper.NAMES if args.figure == "all" else [args.figure]
+            for name in names:
+                if args.print_config:
+                    print(paper.print_configs(name, args.size, args.out, series=args.series), end="")
+                    continue
+                folder = paper.make(name, args.size, args.out, executor=args.executor, workers=args.workers,
+                                    address=args.address, progress=False if args.no_progress else None)
+                print(f"\n{(folder / 'summary.md').read_text()}\nwrote {folder}")
             return 0
         if args.command == "demo" and args.print_config:
             print(experiments.dumps(demo.CONFIG), end="")

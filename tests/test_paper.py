@@ -140,3 +140,12 @@ def test_real_data_figures_end_to_end(tmp_path):
                                                                for s in paper.FIGURES[f].series} | {"fig3-a", "fig3-b"}
     assert {p.stem for p in (tmp_path / "sm-overlaps").glob("*.png")} == {
         "sm-overlaps_a_alpha1", "sm-overlaps_a_alpha0.1", "sm-overlaps_b", "sm-overlaps_c"}
+
+
+def test_all_prints_every_figure_s_configs(tmp_path, capsys):
+    assert main(["paper", "all", "--print-config", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    expected = [(name, series) for name in paper.NAMES for series in paper.configs(name, "quick", tmp_path)]
+    assert out.count("# ---- series ") == len(expected)
+    for name, series in expected:
+        assert f"# ---- series {series}:" in out

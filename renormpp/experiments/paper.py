@@ -135,7 +135,8 @@ NAMES = (*FIGURES, *baseline_figures.FIGURES)
 def figure(name: str) -> Figure | None:
     """The sampled figure ``name``; None for a baseline figure (fig3, fig4)."""
     if name not in NAMES:
-        raise UnknownFigure(f"unknown figure {name!r}; choose one of {', '.join(NAMES)}")
+        raise UnknownFigure(f"unknown figure {name!r}; choose one of {', '.join(NAMES)} (or all: every figure in "
+                            "turn)")
     return FIGURES.get(name)
 
 
