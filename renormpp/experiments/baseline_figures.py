@@ -34,7 +34,8 @@ FIGURES = {
     "fig3": ("Fig. 3: Adam after a hyperparameter search against the best infinite-width GP, ReLU, (a) MNIST standing "
              "in for Imagenette features, (b) grayscale CIFAR-10, all ten classes",
              {"a": {"name": "mnist", "classes": "all"}, "b": {"name": "cifar10", "classes": "all"}}),
-    "fig4": ("Fig. 4: the same on the low-dimensional regression (N0 = 12, five targets), where the paper finds that Bayesian training overfits",
+    "fig4": ("Fig. 4: the same on the low-dimensional regression (N0 = 12, five targets), where the paper finds that "
+             "Bayesian training overfits",
              {"lowdim": {"name": "low_dimensional"}}),
 }
 

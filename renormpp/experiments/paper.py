@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import diagnostics
 from . import baseline_figures
 from . import config as config_mod
 from . import report as report_mod
@@ -196,12 +197,16 @@ def draw(name: str, fig: Figure, sweeps: dict, folder: Path, *, size: str, secon
         old.unlink()
     files, curves = [], []
     kinds = [k for _, k, _ in fig.panels]
+    empty = [s.name for s in fig.series if not sweeps[s.name].pooled]
+    if empty:
+        raise runner.SweepError(f"no point of {', '.join(empty)} finished with a working sampler: nothing to draw "
+                                f"(see report.md in {folder.parent / 'runs'})")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # short runs: flagged in the tables and drawn hollow
+        warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # flagged in the tables and drawn hollow
         losses = [(label, s.name, sweeps[s.name]) for label, k, s in fig.panels if k == "loss"]
         if losses:
-            figure_, axes = plt.subplots(1, len(losses), figsize=(max(7.5, 4.8 * len(losses) + 0.6), 5.0), layout="constrained",
-                                         squeeze=False)
+            width = max(7.5, 4.8 * len(losses) + 0.6)
+            figure_, axes = plt.subplots(1, len(losses), figsize=(width, 5.0), layout="constrained", squeeze=False)
             for ax, (label, series, sw) in zip(axes[0], losses):
                 curves.append(_loss_panel(ax, label, sw).assign(series=series))
                 ax.get_legend().remove()
@@ -274,8 +279,6 @@ def _loss_panel(ax, label: str, sw) -> "pd.DataFrame":
 
 
 def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
-    from .. import diagnostics
-
     lines = [f"# {fig.title}", "", f"`renormpp paper {name} --size {size}`: {seconds:.0f} s in this invocation "
              "(series already sampled are read back, not resampled). Delta = (MC - theory) / theory; z = (MC - theory) "
              f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable).", ""]
