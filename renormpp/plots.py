@@ -153,12 +153,13 @@ def log_axis(ax):
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=None, ax=None):
+def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=None, ax=None, lines=None):
     """Generalization loss against N1 (paper Fig. 1) from several :func:`compare` Datasets.
 
     With ``fit`` (a TheoryFit on the same data) and the test set, the theory is drawn as curves on a fine N1
     grid (where the one-loop Q stops being positive definite its curve ends, marked by a dotted line); otherwise
-    the predictions stored in the Datasets are joined by lines.
+    the predictions stored in the Datasets are joined by lines. ``lines``: the curves, if already computed by
+    :func:`theory_lines` on ``N1_grid``.
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
@@ -166,7 +167,7 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     fig = ax.figure if ax is not None else plt.subplots(figsize=(8.5, 4.2), constrained_layout=True)[0]
     ax = ax if ax is not None else fig.axes[0]
     if fit is not None and X_test is not None:
-        lines = theory_lines(fit, grid, X_test, Y_test)
+        lines = lines if lines is not None else theory_lines(fit, grid, X_test, Y_test)
         for m in theory.METHODS:
             ax.plot(grid, lines[m]["eps_g"], color="k" if m == "infinite_width" else "C0", **_style(m))
         _one_loop_note(ax, grid, lines["one_loop"]["eps_g"], fit.P)

@@ -269,11 +269,11 @@ def _loss_panel(ax, label: str, sw) -> "pd.DataFrame":
 
     N1s = np.array([ds.attrs["N1"] for ds in sw.pooled], dtype=float)
     grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 30)
+    lines = plots().theory_lines(sw.fit, grid, sw.data.X_test, sw.data.Y_test)
     plots().generalization_vs_N1(sw.pooled, fit=sw.fit, X_test=sw.data.X_test, Y_test=sw.data.Y_test, N1_grid=grid,
-                                 ax=ax)
+                                 ax=ax, lines=lines)
     P, D = sw.data.X.shape[0], sw.data.Y.shape[1]
     ax.set_title(f"{sw.data.name} ({label}): $P$={P}, $D$={D}")
-    lines = plots().theory_lines(sw.fit, grid, sw.data.X_test, sw.data.Y_test)
     return pd.DataFrame([{"N1": n, "theory": m, "eps_g": lines[m]["eps_g"][i]} for m in lines
                          for i, n in enumerate(grid)])
 
