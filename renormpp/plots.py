@@ -195,7 +195,7 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
     lines = theory_lines(fit, grid) if fit is not None else None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 7), sharex=True, constrained_layout=True)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10.5, 7), sharex=True, constrained_layout=True)
     diag = [(a, a) for a in range(D)][:max_pairs]
     off = [(a, b) for a in range(D) for b in range(a + 1, D)][:max_pairs]
     for ax, pairs in ((top, diag), (bottom, off)):
@@ -209,10 +209,10 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
             else:
                 ax.plot(N1s, [float(r.prediction.sel(quantity=q, theory="exact")) for r in results], "-", color=color)
             _mc_points(ax, N1s, [r.sel(quantity=q) for r in results], color, label)
-        ax.legend(title="outputs $(a, b)$", fontsize="small", ncols=2)
+        ax.legend(title="outputs $(a, b)$", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.plot([], [], "k-", label="theory $Q^*_{ab}/\\lambda_1$")
     top.plot([], [], "k--", label="infinite width")
-    top.legend(title="outputs $(a, b)$", fontsize="small", ncols=2)
+    top.legend(title="outputs $(a, b)$", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.set_ylabel("$\\langle v_a\\cdot v_a\\rangle/N_1$ (diagonal)")
     bottom.set_ylabel("$\\langle v_a\\cdot v_b\\rangle/N_1$, $a\\neq b$")
     bottom.set_xlabel("hidden units $N_1$")
