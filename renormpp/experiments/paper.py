@@ -35,6 +35,7 @@ from . import baseline_figures
 from . import config as config_mod
 from . import report as report_mod
 from . import runner
+from .signals import Interrupted
 from .store import write_atomic
 
 SIZES = ("quick", "full", "smoke")
@@ -181,7 +182,10 @@ def make(name: str, size: str = "quick", out=None, *, executor=None, workers=Non
     if fig is None:
         return _write_baselines(name, size, out, start, progress is not False)
     for cfg in cfgs.values():
-        runner.run(cfg, executor=executor, workers=workers, address=address, progress=progress)
+        try:
+            runner.run(cfg, executor=executor, workers=workers, address=address, progress=progress)
+        except Interrupted as err:
+            raise Interrupted(f"{err}; the whole figure: renormpp paper {name} --size {size} --out {out}") from None
     sweeps = {k: report_mod.load_sweep(c["run"]["out"]) for k, c in cfgs.items()}
     return draw(name, fig, sweeps, out / name, size=size, seconds=time.perf_counter() - start)
 
