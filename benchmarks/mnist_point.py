@@ -1,6 +1,8 @@
 """One point of Fig. 1 at the paper's size on MNIST, as a user runs it, timed (issue 7's one-hour target).
 
 Run:  .venv/bin/python benchmarks/mnist_point.py --out mnist-point --root ../shared/data/mnist   (about 40 min)
+      .venv/bin/python benchmarks/mnist_point.py --out mnist-point --root ../shared/data/mnist \
+          --stop-on-accuracy --max-seconds 1500 --num-samples 20000     (issue 17: stop on accuracy, 25 min at most)
       .venv/bin/python benchmarks/mnist_point.py --out mnist-point --quick    (smoke run at a small size)
 
 (P, N0, N1, D) = (1000, 784, 1000, 10): MNIST, all ten digits, one-hot labels, erf, T = 0.01,
@@ -26,14 +28,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from theory_speed import machine_info  # noqa: E402
 
 
-def config(out: str, num_samples: int, quick: bool, root: str | None, v_sampling: str) -> dict:
+def config(out: str, num_samples: int, quick: bool, root: str | None, v_sampling: str,
+           max_seconds: float | None = None, stop_on_accuracy: bool = False) -> dict:
     size = dict(P=200, P_test=200, N1=200) if quick else dict(P=1000, P_test=1000, N1=1000)
     where = {} if root is None else {"root": root}
     return {
         "data": {"name": "mnist", "classes": "all", "P": size["P"], "P_test": size["P_test"], **where},
         "model": {"N1": [size["N1"]], "T": 0.01},
         "sampler": {"kind": "kinetic", "v_sampling": v_sampling, "num_samples": num_samples, "num_chains": 2},
-        "run": {"out": out},
+        "run": {"out": out,
+                **({"target_error": {"eps_g": 0.01, "overlap": 0.01}} if stop_on_accuracy else {}),
+                **({"max_seconds": max_seconds} if max_seconds else {})},
     }
 
 
@@ -42,8 +47,12 @@ def main():
     ap.add_argument("--out", default="mnist-point")
     ap.add_argument("--num-samples", type=int, default=3000, help="recorded draws per chain")
     ap.add_argument("--root", help="folder with MNIST's IDX files (default: $RENORMPP_DATA or ~/.cache/renormpp)")
-    ap.add_argument("--v-sampling", default="gibbs", choices=("joint", "gibbs"),
-                    help="sampler.v_sampling: gibbs (an exact draw of v | w every draw, the default here) or joint")
+    ap.add_argument("--v-sampling", default="gibbs", choices=("joint", "gibbs", "integrated"),
+                    help="sampler.v_sampling: gibbs (an exact draw of v | w every draw, the default here), joint, or "
+                         "integrated (v integrated out, w sampled from its marginal)")
+    ap.add_argument("--stop-on-accuracy", action="store_true",
+                    help="run.target_error: stop at 1%% on eps_g and 0.01 on every overlap, tau resolved")
+    ap.add_argument("--max-seconds", type=float, help="run.max_seconds: stop sampling after this many seconds")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -54,7 +63,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "mnist_point.toml")
     with open(path, "wb") as f:
-        tomli_w.dump(config(args.out, args.num_samples, args.quick, args.root, args.v_sampling), f)
+        tomli_w.dump(config(args.out, args.num_samples, args.quick, args.root, args.v_sampling,
+                            args.max_seconds, args.stop_on_accuracy), f)
     print(f"config {path}; renormpp run {path}\n")
     t0 = time.perf_counter()
     code = cli(["run", path])
@@ -72,6 +82,14 @@ def main():
           f"(target 1%: {'met' if rel <= 0.01 else 'NOT met'})")
     print(f"<v v^T>/N1: largest error of an entry {worst:.4f} (target 0.01: {'met' if worst <= 0.01 else 'NOT met'})")
     print(f"all estimates reliable (tau_int resolved): {bool(ds.reliable.all())}")
+    drifting = [str(q) for q, z in zip(ds.quantity.values, ds.drift_z.values) if abs(z) > 3]
+    apart = [str(q) for q, r in zip(ds.quantity.values, ds.rhat.values) if r > 1.01]
+    print(f"settled (no drift, R-hat <= 1.01): {not drifting and not apart}; drifting: {len(drifting)} of "
+          f"{ds.sizes['quantity']}, R-hat > 1.01: {len(apart)}")
+    res = os.path.join(point, "result.json")
+    if os.path.exists(res):
+        import json
+        print(f"stopped by: {json.load(open(res)).get('stopped')}  (target_error = accuracy reached and settled)")
     print(ds.attrs.get("summary", ""))
     return code
 

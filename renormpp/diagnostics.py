@@ -330,6 +330,40 @@ def drift(series, cut="auto", first: float = 0.1, last: float = 0.5) -> Drift:
     return Drift(float(z), a.mean, a.error, b.mean, b.error, cut)
 
 
+# ---- agreement between chains --------------------------------------------------------------------------
+#: R-hat above which the chains of a series disagree (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021)
+RHAT_MAX = 1.01
+
+
+def rhat(series, cut="auto") -> float:
+    r"""The rank-normalized split-:math:`\hat R` of ``series`` (chain, draw) after the thermalization ``cut``
+    (``arviz.rhat``; Vehtari et al. 2021): the spread of the means of the chains' halves against the spread within them.
+    Near 1 when every chain samples the same distribution; above :data:`RHAT_MAX` the chains (or the halves of one
+    chain) disagree, as where each is held in its own region by a slow mode that the within-chain autocorrelation of a
+    short run does not show. One chain is split into two. NaN for a series too short (fewer than 8 draws per chain)."""
+    import arviz as az
+
+    x, _ = _apply_cut(series, cut)
+    if x.shape[0] == 1:
+        h = x.shape[1] // 2
+        x = np.stack([x[0, :h], x[0, h:2 * h]])
+    if x.shape[1] < 8 or np.ptp(x) == 0:
+        return float("nan")
+    return float(az.rhat(np.asarray(x, dtype=float)))
+
+
+_rhat = rhat
+
+
+def converged(estimate: ErrorEstimate, series, rhat: float | None = None) -> bool:
+    """The error bar of ``estimate`` (of ``series``, after its cut) can be trusted: its autocorrelation time is resolved
+    (``reliable``), the chains agree (:func:`rhat` <= :data:`RHAT_MAX`) and the mean does not drift
+    (:func:`drift`: Geweke's |z| <= :data:`DRIFT_Z`). The stop on accuracy of ``renormpp run`` asks this of every
+    quantity. ``rhat``: its R-hat, if already computed."""
+    r = _rhat(series, cut=estimate.cut) if rhat is None else rhat
+    return bool(estimate.reliable and np.isfinite(r) and r <= RHAT_MAX and not drift(series, cut=estimate.cut).drifting)
+
+
 # ---- conversion ---------------------------------------------------------------------------------------
 def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None = None):
     """An ArviZ DataTree with named dimensions from ``numpyro.infer.MCMC`` or a dict of samples.
@@ -438,15 +472,18 @@ def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True)
     return SamplerHealth(not problems, tuple(problems), acc, div, frozen)
 
 
-def verdict(z: float, delta: float, reliable: bool) -> str:
-    """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict."""
+def verdict(z: float, delta: float, reliable: bool, settled: bool = True) -> str:
+    """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict; "(not settled)"
+    is added where the chains disagree or the mean drifts (``settled`` False: :func:`converged` without the tau test),
+    so that a deviation of a run that has not reached equilibrium is not read as the theory's."""
     if not np.isfinite(delta) and not np.isfinite(z):
         return "does not apply"
     if not np.isfinite(z) or not reliable:
         return "no verdict: the error bar does not hold"
+    caveat = "" if settled else " (not settled: R-hat > 1.01 or drifting)"
     if abs(z) < Z_AGREE:
-        return f"agrees (z = {z:+.1f})"
-    return f"deviates by {delta:.2%} at z = {z:+.1f}"
+        return f"agrees (z = {z:+.1f}){caveat}"
+    return f"deviates by {delta:.2%} at z = {z:+.1f}{caveat}"
 
 
 def _sampler_stats(source) -> tuple[dict | None, str | None]:
@@ -538,12 +575,16 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (mc[:, None] - pred) / err[:, None]
         delta = np.abs(mc[:, None] - pred) / np.abs(pred)
-    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable) if health.ok or not np.isfinite(pred[i, j])
+    rhats = np.array([rhat(s, cut=e.cut) for s, e in zip(series, estimates)])
+    settled = [not (d.drifting or (np.isfinite(r) and r > RHAT_MAX)) for d, r in zip(drifts, rhats)]
+    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i])
+                 if health.ok or not np.isfinite(pred[i, j])
                  else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
     ds = xr.Dataset(
         dict(mc_mean=("quantity", mc), mc_error=("quantity", err),
              tau_int=("quantity", [e.tau_int for e in estimates]),
              drift_z=("quantity", [d.z for d in drifts]),
+             rhat=("quantity", rhats),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
              delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object))),
@@ -586,6 +627,12 @@ def summary(ds) -> str:
         if moving:
             lines.append(f"DRIFT: {', '.join(moving)} still drift (Geweke: the first 10% of the draws after the cut "
                          f"against the last 50%, |z| > {DRIFT_Z:g}); sample longer before trusting these means")
+    if "rhat" in ds:
+        apart = [f"{q} ({r:.3f})" for q, r in zip(ds.quantity.values, ds.rhat.values) if np.isfinite(r) and r > RHAT_MAX]
+        if apart:
+            lines.append(f"CHAINS DISAGREE: R-hat > {RHAT_MAX:g} for {', '.join(apart[:8])}"
+                         + (f" and {len(apart) - 8} more" if len(apart) > 8 else "")
+                         + "; a slow mode holds the chains apart: sample longer before trusting these error bars")
     if not bool(ds.reliable.all()):
         lines.append("WARNING: some error bars do not hold (see ds.reliable: a run too short, or a frozen chain)")
     return "\n".join(lines)

@@ -93,7 +93,7 @@ def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf
         ~ N(0, 1/lambda_L) to the outputs (the paper sets biases to zero).
     integrate_v : integrate the readout v out exactly (at any depth: v given the hidden weights is Gaussian), so that
         only the hidden weights are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)`
-        (:func:`renormpp.readout.log_marginal`). Needs Y, and no biases.
+        (:func:`renormpp.readout.log_marginal_of`). Needs Y, and no biases.
     """
     X = _data(X, "X")
     Y = None if Y is None else _data(Y, "Y")
@@ -123,8 +123,7 @@ def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf
     params = {name: _normal(name, (("hidden", N1), ("input", N0) if ell == 0 else ("hidden_in", N1)), scales[ell])
               for ell, name in enumerate(sites)}
     if integrate_v:
-        cond = readout.conditional(params, X, Y, T=T, lambda1=lams[-1], activation=act)
-        numpyro.factor("y", readout.log_marginal(cond, Y))
+        numpyro.factor("y", readout.log_marginal_of(params, X, Y, T=T, lambda1=lams[-1], activation=act))
         return
     params["v"] = _normal("v", (("output", D), ("hidden", N1)), scales[-1])
     if bias:

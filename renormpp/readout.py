@@ -66,6 +66,40 @@ def log_marginal(cond: Conditional, Y):
             - 0.5 * P * D * jnp.log(2 * jnp.pi))
 
 
+def _weight_space(phi, T: float, lambda1: float):
+    r"""``(A, L)``: :math:`A = \Phi/\sqrt{\lambda_1 N_1}` and the Cholesky factor L of
+    :math:`G = A^\top A + T\,\mathbb 1_{N_1}` (the :math:`N_1\times N_1` form of C, for :math:`N_1 < P`)."""
+    A = phi / jnp.sqrt(lambda1 * phi.shape[-1])
+    return A, jnp.linalg.cholesky(A.T @ A + T * jnp.eye(A.shape[-1], dtype=A.dtype))
+
+
+def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+    r""":math:`\log p(Y|w)` of one draw of the hidden weights, in the smaller of the two Gram matrices.
+
+    With :math:`A = \Phi/\sqrt{\lambda_1 N_1}` (P, N1), :math:`C = T\,\mathbb 1_P + AA^\top`. Where
+    :math:`N_1 < P` the determinant lemma and Woodbury's identity give the same value from the
+    :math:`N_1\times N_1` matrix :math:`G = T\,\mathbb 1_{N_1} + A^\top A` (Cholesky factor :math:`L_G`):
+
+    .. math::
+        \log\det C = (P - N_1)\log T + \log\det G,\qquad
+        {\rm tr}\,Y^\top C^{-1} Y = \big(\|Y\|^2 - \|L_G^{-1}A^\top Y\|^2\big)/T,
+
+    at :math:`O(PN_1^2 + N_1^3)` instead of :math:`O(P^2N_1 + P^3)` (with its gradient: the integrated sampler's
+    potential, ``one_hidden_layer(..., integrate_v=True)``). Otherwise it is :func:`log_marginal` of
+    :func:`conditional`.
+    """
+    phi = hidden(params, X, activation)
+    P, N1 = phi.shape
+    if N1 >= P:
+        return log_marginal(conditional(params, X, Y, T=T, lambda1=lambda1, activation=activation), Y)
+    D = Y.shape[-1]
+    A, L = _weight_space(phi, T, lambda1)
+    half = jax.scipy.linalg.solve_triangular(L, A.T @ Y, lower=True)
+    quad = (jnp.sum(Y**2) - jnp.sum(half**2)) / T
+    logdet = (P - N1) * jnp.log(T) + 2 * jnp.sum(jnp.log(jnp.diag(L)))
+    return -0.5 * quad - 0.5 * D * logdet - 0.5 * P * D * jnp.log(2 * jnp.pi)
+
+
 def expected_overlap(cond: Conditional):
     r""":math:`E[v v^\top/N_1\,|\,w]`, (D, D)."""
     N1 = cond.phi.shape[-1]
@@ -101,6 +135,29 @@ def sample_readout(rng_key, cond: Conditional, Y, *, T: float):
     eps = jax.random.normal(k1, (P, D), cond.phi.dtype) * jnp.sqrt(T)
     r = Y - cond.phi @ v0.T / jnp.sqrt(N1) - eps
     return v0 + (cond.phi.T @ cho_solve((cond.L, True), r)).T / (cond.lambda1 * jnp.sqrt(N1))
+
+
+def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+    r"""An exact draw of v (D, N1) from p(v | w, data), in the smaller of the two Gram matrices.
+
+    Where :math:`N_1 < P`, from the factor L of :math:`G = A^\top A + T` (:func:`log_marginal_of`): the
+    conditional precision of each :math:`v_a` is :math:`\lambda_1 G/T`, so with :math:`z \sim \mathcal N(0, 1)`
+
+    .. math::
+        v_a = G^{-1}A^\top y_a/\sqrt{\lambda_1} + \sqrt{T/\lambda_1}\,L^{-\top} z_a
+            = L^{-\top}\big(L^{-1}A^\top y_a/\sqrt{\lambda_1} + \sqrt{T/\lambda_1}\,z_a\big),
+
+    at :math:`O(PN_1^2 + N_1^3)`; otherwise :func:`sample_readout` (Matheron's rule, :math:`O(P^2N_1 + P^3)`).
+    """
+    phi = hidden(params, X, activation)
+    P, N1 = phi.shape
+    if N1 >= P:
+        return sample_readout(rng_key, conditional(params, X, Y, T=T, lambda1=lambda1, activation=activation), Y,
+                              T=T)
+    A, L = _weight_space(phi, T, lambda1)
+    z = jax.random.normal(rng_key, (N1, Y.shape[-1]), phi.dtype)
+    half = jax.scipy.linalg.solve_triangular(L, A.T @ Y, lower=True) / jnp.sqrt(lambda1) + jnp.sqrt(T / lambda1) * z
+    return jax.scipy.linalg.solve_triangular(L, half, lower=True, trans="T").T
 
 
 def _as_dtype(arrays, like):
@@ -145,7 +202,6 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "er
             raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
                              "this conditional; sample v with w for a model with bias=True")
         x, y = _as_dtype((X, Y), gibbs_sites["v"])
-        cond = conditional(hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation)
-        return {"v": sample_readout(rng_key, cond, y, T=T)}
+        return {"v": draw_readout(rng_key, hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation)}
 
     return update

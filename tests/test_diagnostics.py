@@ -307,6 +307,40 @@ def test_drift_passes_stationary_chains_and_flags_a_moving_mean():
         dg.drift(x, first=0.6, last=0.6)
 
 
+def test_rhat_flags_chains_held_apart_that_a_resolved_tau_does_not(problem):
+    """Two AR(1) chains whose means differ by one standard deviation (each held in its own region: the MNIST point's
+    case) have a short, resolved tau_int and a small error bar, but R-hat far above 1.01, so they are not
+    ``converged``; the same chains without the offset are. R-hat is checked against the classic split-R-hat
+    (Gelman et al., BDA3 Eq. 11.4), computed here by hand, which rank-normalization barely changes for Gaussian
+    series. ``compare`` records it and its summary says so."""
+    def split_rhat(x):
+        h = x.shape[1] // 2
+        parts = np.concatenate([x[:, :h], x[:, h:2 * h]])
+        n = parts.shape[1]
+        W = parts.var(axis=1, ddof=1).mean()
+        B = n * parts.mean(axis=1).var(ddof=1)
+        return np.sqrt(((n - 1) / n * W + B / n) / W)
+
+    same = np.stack([ar1(0.5, 2000, seed=c) for c in (5, 6)])
+    apart = same + np.array([[0.0], [1.0]])
+    for x in (same, apart):
+        assert dg.rhat(x, cut=0) == pytest.approx(split_rhat(x), rel=0.01)
+    e_apart = dg.error_of_mean(apart, cut=0)
+    assert e_apart.reliable and dg.rhat(apart, cut=0) > 1.1
+    assert not dg.converged(e_apart, apart)
+    assert dg.converged(dg.error_of_mean(same, cut=0), same)
+    assert dg.rhat(np.concatenate([same[:1, :1000], same[:1, :1000] + 1.0], axis=1), cut=0) > 1.1  # one chain, split
+    assert np.isnan(dg.rhat(np.zeros((2, 10)), cut=0))
+    data, fit = problem
+    eps = fit.generalization_error(data.X_test, data.Y_test) + 0.01 * apart
+    ov = np.broadcast_to(fit.readout_overlap, (2, 2000, 2, 2)) + 0.01 * same[..., None, None]
+    ds = dg.compare({"eps_g": eps, "overlap": ov}, fit, data.X_test, data.Y_test, cut=0)
+    assert ds.rhat.sel(quantity="eps_g") > 1.1 and ds.rhat.sel(quantity="overlap[0,0]") < dg.RHAT_MAX
+    assert "CHAINS DISAGREE: R-hat > 1.01 for eps_g" in ds.attrs["summary"]
+    assert "(not settled" in ds.verdict.sel(quantity="eps_g", theory="exact").item()
+    assert "not settled" not in ds.verdict.sel(quantity="overlap[0,0]", theory="exact").item()
+
+
 def test_compare_and_the_report_flag_a_drifting_series(problem):
     data, fit = problem
     n = 4000

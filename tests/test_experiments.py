@@ -238,7 +238,8 @@ def test_missing_keys_and_tables(tmp_path):
                     "run": {"out": "x"}})
     default = ex.resolve({"data": data, "model": {"N1": 10}, "run": {"out": "x"}}).sampler  # the recommended sampler
     assert default.kind == "kinetic" and default.num_warmup == 200 and default.adapt_step_size
-    assert default.v_sampling == "gibbs" and default.freeze_v  # the kinetic updates move w; the Gibbs draw moves v
+    # kinetic Langevin on w's marginal, v integrated out (its observables are their expectations given w)
+    assert default.v_sampling == "integrated" and default.rao_blackwell and not default.freeze_v
     ula = ex.resolve({"data": data, "model": {"N1": 10, "T": 0.02}, "sampler": {"kind": "ula"}, "run": {"out": "x"}})
     assert ula.sampler.step_size == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
 
@@ -382,6 +383,17 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     cfg = rp.experiments.resolve({**base, "run": {**base["run"], "out": str(tmp_path / "a"), "target_error": target}})
     assert stages.accuracy(draws, cfg.run.target_error)[0]
     assert not stages.accuracy({k: v[:, :40] for k, v in draws.items()}, cfg.run.target_error)[0]
+    # the same draws with the second chain's eps_g moved by 5 of its standard deviations: the errors and tau are as
+    # small as before, but the chains disagree (R-hat), so the accuracy is not reached
+    held = dict(draws, eps_g=draws["eps_g"] + np.array([[0.0], [5 * draws["eps_g"].std()]]))
+    assert not stages.accuracy(held, cfg.run.target_error)[0]
+    # and one overlap entry that drifts stops it too, though only eps_g has a target
+    moving = draws["overlap"].copy()
+    n = moving.shape[1]
+    moving[..., 0, 1] += 20 * draws["overlap"][..., 0, 1].std() * np.linspace(1, 0, n) ** 4
+    only_eps = rp.experiments.config.TargetError(eps_g=0.02)
+    assert stages.accuracy(draws, only_eps)[0]
+    assert not stages.accuracy(dict(draws, overlap=moving), only_eps)[0]
 
     out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "b"), "max_seconds": 1.0}})
     res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())

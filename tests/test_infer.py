@@ -338,9 +338,10 @@ def _summaries(s):
 
 @pytest.mark.slow
 def test_every_sampler_agrees_with_nuts_on_a_small_network():
-    """ULA, MALA (fixed and adapted step, and with exact Gibbs steps on v), MALA on w with v integrated out,
-    kinetic Langevin (alone, with exact Gibbs steps on v, and on w alone with a row mass), NUTS on w with exact Gibbs steps on v, and
-    Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4 combined standard errors."""
+    """ULA, MALA (fixed and adapted step, and with exact Gibbs steps on v), MALA and kinetic Langevin on w with v
+    integrated out, kinetic Langevin (alone, with exact Gibbs steps on v, and on w alone with a row mass), NUTS on w
+    with exact Gibbs steps on v, and Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4 combined
+    standard errors. N1 < P here, so the Gibbs draws and the marginal take the N1 x N1 (Woodbury) form."""
     data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
     kw = dict(N1=20, T=0.1)
     obs = observables.default(data.X_test, data.Y_test)
@@ -358,6 +359,8 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
                                                        observables=rb, adapt_step_size=True), 300, 2000),
         ("kinetic Langevin (GHMC)", infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, inner_steps=10,
                                                           observables=obs), 400, 2000),
+        ("kinetic Langevin on w, v integrated out (renormpp run's default)",
+         infer.KineticLangevin(marginal, step_size=1e-3, inner_steps=10, observables=rb), 400, 1500),
         ("MALA with exact Gibbs steps on v",
          infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=20, observables=obs,
                         gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)), 300, 2000),

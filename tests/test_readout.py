@@ -58,12 +58,17 @@ def test_log_marginal_is_the_gaussian_marginal_likelihood(problem):
     np.testing.assert_allclose(readout.log_marginal(cond_of(p), p["Y"]), ref, rtol=1e-10)
 
 
-def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem):
+@pytest.mark.parametrize("form", ["data space (P x P)", "weight space (N1 x N1)"])
+def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem, form):
     p = problem
     cond = cond_of(p)
     n = 40000
     keys = jax.random.split(jax.random.PRNGKey(0), n)
-    v = np.asarray(jax.vmap(lambda k: readout.sample_readout(k, cond, p["Y"], T=T))(keys))  # (n, D, N1)
+    if form.startswith("data"):
+        v = np.asarray(jax.vmap(lambda k: readout.sample_readout(k, cond, p["Y"], T=T))(keys))  # (n, D, N1)
+    else:  # N1 < P here, so draw_readout takes the N1 x N1 form
+        v = np.asarray(jax.vmap(lambda k: readout.draw_readout(k, {"w": p["w"]}, p["X"], p["Y"], T=T,
+                                                               lambda1=LAM1))(keys))
     se = np.sqrt(np.diag(p["Sigma"]) / n)
     for a in range(D):
         z = (v[:, a].mean(0) - p["mu"][:, a]) / se
@@ -90,3 +95,20 @@ def test_gibbs_fn_refuses_a_network_with_an_output_bias():
     update = readout.gibbs_fn(X, Y, T=0.1, lambda1=1.0)
     with pytest.raises(ValueError, match="without an output bias c"):
         update(jax.random.PRNGKey(0), {"v": np.zeros((2, 5))}, {"w": np.ones((5, 3)), "c": np.zeros(2)})
+
+
+@pytest.mark.parametrize("n1", [N1, P + 4])  # N1 < P: the N1 x N1 (Woodbury) form; N1 > P: the P x P form
+def test_log_marginal_of_params_in_either_gram_matrix(problem, n1):
+    p = problem
+    w = np.random.default_rng(5).standard_normal((n1, N0))
+    phi = erf(p["X"] @ w.T / np.sqrt(N0))
+    C = phi @ phi.T / (LAM1 * n1) + T * np.eye(P)
+    ref = sum(multivariate_normal(np.zeros(P), C).logpdf(p["Y"][:, a]) for a in range(D))
+    got = readout.log_marginal_of({"w": w}, p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    # and its gradient is the dense one's (the integrated sampler's force)
+    def dense(w):
+        c = readout.conditional({"w": w}, p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
+        return readout.log_marginal(c, p["Y"])
+    g = jax.grad(lambda w: readout.log_marginal_of({"w": w}, p["X"], p["Y"], T=T, lambda1=LAM1))(w)
+    np.testing.assert_allclose(g, jax.grad(dense)(w), rtol=1e-8, atol=1e-10)

@@ -167,7 +167,9 @@ class _Sampler(_Table):
     v_sampling: Optional[Literal[V_SAMPLING]] = Field(
         None, description="how the readout v is sampled: with w by the same kernel (joint); or drawn exactly given w "
                           "after every draw (gibbs: ula/mala/kinetic); or integrated out exactly, w sampled alone "
-                          "(integrated) (renormpp.readout). Default: gibbs for kinetic, joint otherwise")
+                          "(integrated) (renormpp.readout). Default: integrated for kinetic (on MNIST it relaxes "
+                          "the slow modes of w tens of times faster than gibbs: benchmarks/README.md, issue 17), "
+                          "joint otherwise")
     rao_blackwell: Optional[Flag] = Field(None, description="record E[observable | w] instead of the observable of "
                                                             "(w, v) (default: true with v_sampling = 'integrated')")
 
@@ -175,8 +177,8 @@ class _Sampler(_Table):
     def _complete(self):
         if self.num_warmup is None:
             self.num_warmup = 0 if self.kind == "ula" else 200
-        if self.v_sampling is None:  # the recommended sampler moves w by kinetic Langevin and draws v exactly
-            self.v_sampling = "gibbs" if self.kind == "kinetic" else "joint"
+        if self.v_sampling is None:  # the recommended sampler: kinetic Langevin on w, v integrated out exactly
+            self.v_sampling = "integrated" if self.kind == "kinetic" else "joint"
         if self.rao_blackwell is None:
             self.rao_blackwell = self.v_sampling == "integrated"
         if self.v_sampling == "integrated" and not self.rao_blackwell:

@@ -199,8 +199,13 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
                 block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
             end_of_warmup = warmup and ck.warm == W
             if not warmup and ck.n < total:
-                stopped = _early_stop(ck, r)
+                stopped, errors = _early_stop(ck, r)
                 total = ck.n if stopped else total
+                if errors:  # what stop on accuracy waits for, on the progress bar
+                    bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}, eps_g err "
+                                        f"{100 * errors['eps_g']:.2f}%, overlap err {errors['overlap']:.4f}, "
+                                        f"R-hat {errors['rhat']:.3f}" if "accept_prob" in stats else
+                                        f"eps_g err {100 * errors['eps_g']:.2f}%, R-hat {errors['rhat']:.3f}")
             if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
                 ck.save()
                 store.write_json("sampling_notes.json", notes)
@@ -217,30 +222,38 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     return Sampled(draws, stats, ck.seconds, describe(chains, ck.state), notes, stopped or "num_samples")
 
 
-def _early_stop(ck, r) -> str:
+def _early_stop(ck, r) -> tuple[str, dict]:
     """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent), "target_error" (every
-    error of :func:`accuracy` is reached with its autocorrelation time resolved), or "" (go on)."""
+    error of :func:`accuracy` is reached and every quantity has settled), or "" (go on); and the errors of
+    :func:`accuracy` where a target is set."""
     if r.max_seconds is not None and ck.seconds >= r.max_seconds:
-        return "max_seconds"
-    if r.target_error is not None and accuracy(ck.joined()[0], r.target_error, r.error_method)[0]:
-        return "target_error"
-    return ""
+        return "max_seconds", {}
+    if r.target_error is None:
+        return "", {}
+    reached, errors = accuracy(ck.joined()[0], r.target_error, r.error_method)
+    return ("target_error" if reached else ""), errors
 
 
 def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
     """``(reached, errors)``: whether the means of ``draws`` have the errors ``target`` asks for (``eps_g`` relative,
-    ``overlap`` absolute on every entry, each estimate reliable: enough independent samples after the thermalization
-    cut), and the errors achieved (``eps_g`` relative, ``overlap`` the largest)."""
+    ``overlap`` absolute on every entry, each estimate :func:`~renormpp.diagnostics.converged`: enough independent
+    samples after the thermalization cut, chains that agree (R-hat) and no drift), and the errors achieved (``eps_g``
+    relative, ``overlap`` the largest, ``rhat`` the largest R-hat). Every overlap entry is judged even where only
+    ``eps_g`` has a target: a slow mode shows in some quantities before others, and eps_g alone can look settled
+    while they still move."""
+    D = draws["overlap"].shape[-1]
+    series = [draws["eps_g"]] + [draws["overlap"][..., a, b] for a in range(D) for b in range(a, D)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short series are expected early on: they count as not reached
-        eps = diagnostics.error_of_mean(draws["eps_g"], method=method)
-        D = draws["overlap"].shape[-1]
-        ov = [diagnostics.error_of_mean(draws["overlap"][..., a, b], method=method) for a in range(D)
-              for b in range(a, D)] if target.overlap is not None else []
+        est = [diagnostics.error_of_mean(x, method=method) for x in series]
+        rhats = [diagnostics.rhat(x, cut=e.cut) for e, x in zip(est, series)]
+        settled = all(diagnostics.converged(e, x, rhat=rh) for e, x, rh in zip(est, series, rhats))
+        worst_rhat = float(np.nanmax(rhats)) if np.isfinite(rhats).any() else np.nan
+    eps, ov = est[0], est[1:]
     rel = eps.error / abs(eps.mean) if eps.mean else np.inf
-    errors = {"eps_g": float(rel), "overlap": float(max((e.error for e in ov), default=np.nan))}
-    reached = (target.eps_g is None or (eps.reliable and rel <= target.eps_g)) and all(
-        e.reliable and e.error <= target.overlap for e in ov)
+    errors = {"eps_g": float(rel), "overlap": float(max(e.error for e in ov)), "rhat": worst_rhat}
+    reached = settled and (target.eps_g is None or rel <= target.eps_g) and (
+        target.overlap is None or errors["overlap"] <= target.overlap)
     return bool(reached), errors
 
 
@@ -279,6 +292,8 @@ def comparison_markdown(ds) -> str:
         flag = "" if bool(row.reliable) else " (error bar does not hold)"
         dz = float(row.drift_z) if "drift_z" in row else np.nan
         flag += f" (still drifting: Geweke z = {dz:+.1f})" if np.isfinite(dz) and abs(dz) > diagnostics.DRIFT_Z else ""
+        rh = float(row.rhat) if "rhat" in row else np.nan
+        flag += f" (chains disagree: R-hat = {rh:.3f})" if np.isfinite(rh) and rh > diagnostics.RHAT_MAX else ""
         lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g}{flag} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
