@@ -2,8 +2,8 @@
 
 A reduced Fig. 1a and Fig. 2: P=200 Gaussian inputs in N0=50 dimensions with D=3 outputs from a linear
 teacher, erf networks at T=0.01 for five widths from N1=50 (alpha = P/N1 = 4) to N1=800 (alpha = 0.25), each
-sampled with the recommended sampler, Metropolis-adjusted kinetic Langevin on w with an exact Gibbs draw of
-the readout v after every draw (two chains). About 3.5 minutes on a 2-core CPU. ``renormpp demo
+sampled with the recommended sampler, Metropolis-adjusted kinetic Langevin on w with the readout v integrated
+out exactly (two chains; the observables are their expectations given w). About 3.5 minutes on a 2-core CPU. ``renormpp demo
 --print-config`` prints it as TOML, a starting point for your own sweeps.
 
 At this small size the finite networks' generalization loss sits below the proportional-limit theory, by
