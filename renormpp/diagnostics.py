@@ -352,15 +352,12 @@ def rhat(series, cut="auto") -> float:
     return float(az.rhat(np.asarray(x, dtype=float)))
 
 
-_rhat = rhat
-
-
-def converged(estimate: ErrorEstimate, series, rhat: float | None = None) -> bool:
+def converged(estimate: ErrorEstimate, series, rhat_value: float | None = None) -> bool:
     """The error bar of ``estimate`` (of ``series``, after its cut) can be trusted: its autocorrelation time is resolved
     (``reliable``), the chains agree (:func:`rhat` <= :data:`RHAT_MAX`) and the mean does not drift
     (:func:`drift`: Geweke's |z| <= :data:`DRIFT_Z`). The stop on accuracy of ``renormpp run`` asks this of every
-    quantity. ``rhat``: its R-hat, if already computed."""
-    r = _rhat(series, cut=estimate.cut) if rhat is None else rhat
+    quantity. ``rhat_value``: its R-hat, if already computed."""
+    r = rhat(series, cut=estimate.cut) if rhat_value is None else rhat_value
     return bool(estimate.reliable and np.isfinite(r) and r <= RHAT_MAX and not drift(series, cut=estimate.cut).drifting)
 
 

@@ -247,7 +247,7 @@ def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
         warnings.simplefilter("ignore")  # short series are expected early on: they count as not reached
         est = [diagnostics.error_of_mean(x, method=method) for x in series]
         rhats = [diagnostics.rhat(x, cut=e.cut) for e, x in zip(est, series)]
-        settled = all(diagnostics.converged(e, x, rhat=rh) for e, x, rh in zip(est, series, rhats))
+        settled = all(diagnostics.converged(e, x, rhat_value=rh) for e, x, rh in zip(est, series, rhats))
         worst_rhat = float(np.nanmax(rhats)) if np.isfinite(rhats).any() else np.nan
     eps, ov = est[0], est[1:]
     rel = eps.error / abs(eps.mean) if eps.mean else np.inf
