@@ -112,3 +112,22 @@ def test_log_marginal_of_params_in_either_gram_matrix(problem, n1):
         return readout.log_marginal(c, p["Y"])
     g = jax.grad(lambda w: readout.log_marginal_of({"w": w}, p["X"], p["Y"], T=T, lambda1=LAM1))(w)
     np.testing.assert_allclose(g, jax.grad(dense)(w), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("n1", [N1, P, P + 4])  # the hand-written gradient in both Gram matrices and at N1 = P
+def test_log_marginal_of_gradient_in_every_argument_is_autodiff_of_the_dense_form(problem, n1):
+    p = problem
+    w = np.random.default_rng(6).standard_normal((n1, N0))
+
+    def dense(w, Y, t):  # automatic differentiation through the P x P Cholesky factor: the independent reference
+        phi = readout.hidden({"w": w}, p["X"], "erf")
+        C = phi @ phi.T / (LAM1 * n1) + t * jax.numpy.eye(P)
+        return jax.numpy.sum(jax.vmap(lambda y: jax.scipy.stats.multivariate_normal.logpdf(y, np.zeros(P), C),
+                                      in_axes=1)(Y))
+
+    def ours(w, Y, t):
+        return readout.log_marginal_of({"w": w}, p["X"], Y, T=t, lambda1=LAM1)
+
+    np.testing.assert_allclose(ours(w, p["Y"], T), dense(w, p["Y"], T), rtol=1e-10)
+    for got, ref in zip(jax.grad(ours, argnums=(0, 1, 2))(w, p["Y"], T), jax.grad(dense, argnums=(0, 1, 2))(w, p["Y"], T)):
+        np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
