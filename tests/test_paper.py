@@ -108,6 +108,8 @@ def _check_outputs(name, out):
             fit = rp.theory.solve(d.X, d.Y, N1=int(N1), T=0.01, lambda0=1.0, lambda1=1.0, activation="erf")
             assert pred == pytest.approx(fit.generalization_error(d.X_test, d.Y_test), rel=1e-6)
             assert f"### N1 = {N1:g} " in summary
+        for rhat in rows.rhat:  # each width's R-hat of eps_g is in the summary's table (the two chains agree or not)
+            assert f"| {rhat:.3f}" in summary
     if (folder / "theory.csv").exists():
         curves = pd.read_csv(folder / "theory.csv")
         exact = curves[curves.theory == "exact"]

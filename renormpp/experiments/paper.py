@@ -285,7 +285,8 @@ def _loss_panel(ax, label: str, sw) -> "pd.DataFrame":
 def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
     lines = [f"# {fig.title}", "", f"`renormpp paper {name} --size {size}`: {seconds:.0f} s in this invocation "
              "(series already sampled are read back, not resampled). Delta = (MC - theory) / theory; z = (MC - theory) "
-             f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable).", ""]
+             f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable: tau_int "
+             f"resolved; R-hat <= {diagnostics.RHAT_MAX:g}: the two chains agree).", ""]
     lines += [f"![{name}]({f})" for f in files] + [""]
     only_loss = set(kinds) == {"loss"}
     for s in fig.series:
@@ -303,8 +304,8 @@ def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
 
 def _point_table(ds, quantities) -> str:
     methods = [str(t) for t in ds.theory.values]
-    rows = ["| quantity | MC | reliable | " + " | ".join(f"{t}: prediction, Delta, z" for t in methods) + " |",
-            "|" + "---|" * (3 + len(methods))]
+    rows = ["| quantity | MC | reliable | R-hat | " + " | ".join(f"{t}: prediction, Delta, z" for t in methods) + " |",
+            "|" + "---|" * (4 + len(methods))]
     for q in quantities:
         r = ds.sel(quantity=q)
         cells = []
@@ -312,6 +313,9 @@ def _point_table(ds, quantities) -> str:
             pred, mc = float(r.prediction.sel(theory=t)), float(r.mc_mean)
             z = float(r.z.sel(theory=t))
             cells.append(f"{pred:.4g}, {(mc - pred) / pred:+.1%}, {z:+.1f}" if np.isfinite(pred) and pred else "–")
-        rows.append(f"| {q} | {float(r.mc_mean):.4g} ± {float(r.mc_error):.2g} | {bool(r.reliable)} | "
+        rhat = float(r.rhat) if "rhat" in ds else np.nan
+        apart = (f"{rhat:.3f}" + (" (chains disagree)" if rhat > diagnostics.RHAT_MAX else "")
+                 if np.isfinite(rhat) else "–")
+        rows.append(f"| {q} | {float(r.mc_mean):.4g} ± {float(r.mc_error):.2g} | {bool(r.reliable)} | {apart} | "
                     + " | ".join(cells) + " |")
     return "\n".join(rows)
