@@ -98,14 +98,15 @@ def test_recorded_observables_are_those_of_the_network(sweep):
 @pytest.mark.parametrize("kind", ["kinetic", "mala"])
 def test_exact_gibbs_steps_on_the_readout_from_a_config(tmp_path, kind):
     """v_sampling = 'gibbs' runs from a config for the Langevin kinds (the combined kernel's exactness is tested in
-    tests/test_infer.py); kinetic with v frozen in its updates and the row mass on w."""
-    extra = dict(sampler__freeze_v=True, sampler__mass="rows") if kind == "kinetic" else {}
+    tests/test_infer.py); kinetic with v frozen in its updates, the row mass on w and Neal's acceptance."""
+    extra = dict(sampler__freeze_v=True, sampler__mass="rows", sampler__accept_shift=0.05) if kind == "kinetic" else {}
     res = ex.run(tiny(tmp_path, model__N1=[16], sampler__kind=kind, sampler__v_sampling="gibbs", **extra))
     folder = tmp_path / "points" / "N1=16_seed=0"
     written = tomllib.loads((folder / "config.toml").read_text())["sampler"]
     assert written["v_sampling"] == "gibbs" and all(written[k.split("__")[1]] == v for k, v in extra.items())
     if kind == "kinetic":
-        assert "dense on the rows of w" in json.loads((folder / "result.json").read_text())["sampler"]
+        described = json.loads((folder / "result.json").read_text())["sampler"]
+        assert "dense on the rows of w" in described and "Neal's non-reversible acceptance (shift 0.05)" in described
     post = posterior(folder)
     assert post["eps_g"].shape == (2, 120) and np.all(np.isfinite(post["eps_g"])) and np.all(post["eps_g"] > 0)
     assert np.all(np.linalg.eigvalsh(post["overlap"].astype(np.float64)) > -1e-6)
@@ -209,6 +210,7 @@ BAD = [
     (dict(sampler__kind="kinetic", sampler__v_sampling="joint", sampler__freeze_v=True),
      r"freeze_v = true needs v_sampling = 'gibbs'"),
     (dict(sampler__kind="kinetic", sampler__mass="full"), r"sampler.mass = 'full'.*'diagonal', 'rows'"),
+    (dict(sampler__kind="kinetic", sampler__accept_shift=2.5), r"sampler.accept_shift = 2.5.*>= 0 and < 2"),
     (dict(sampler__kind="kinetic", sampler__mass="rows", sampler__num_warmup=0),
      r"mass = 'rows' is learned in the warmup"),
 ]

@@ -295,6 +295,29 @@ def test_resumed_run_equals_one_long_run():
         np.testing.assert_allclose(joined, full[site], rtol=1e-5, atol=1e-6)
 
 
+def test_neal_s_acceptance_variable_is_carried_across_draws_and_runs():
+    data = _small()
+
+    def go(n, state=None):
+        kernel = infer.KineticLangevin(models.one_hidden_layer, step_size=0.05, inner_steps=5, accept_shift=0.05,
+                                       adapt_step_size=False, adapt_mass=False)
+        mcmc = MCMC(kernel, num_warmup=0, num_samples=n, num_chains=2, chain_method="vectorized", progress_bar=False)
+        if state is not None:
+            mcmc.post_warmup_state = state
+        mcmc.run(jax.random.PRNGKey(3) if state is None else state.rng_key, data.X, data.Y, N1=6, T=0.1)
+        return mcmc
+
+    full, first = go(30), go(15)
+    second = go(15, first.last_state)
+    joined = np.concatenate([first.get_samples(group_by_chain=True)["w"], second.get_samples(group_by_chain=True)["w"]],
+                            axis=1)
+    np.testing.assert_allclose(joined, full.get_samples(group_by_chain=True)["w"], rtol=1e-5, atol=1e-6)
+    s = np.asarray(full.last_state.slice)
+    assert s.shape == (2,) and np.all(np.abs(s) <= 1)
+    with pytest.raises(ValueError, match="accept_shift"):
+        infer.KineticLangevin(models.one_hidden_layer, step_size=0.05, accept_shift=2.0)
+
+
 def test_observables_replace_the_weights_and_match_evaluate():
     data = _small()
     obs = observables.default(data.X_test, data.Y_test)
@@ -339,7 +362,8 @@ def _summaries(s):
 @pytest.mark.slow
 def test_every_sampler_agrees_with_nuts_on_a_small_network():
     """ULA, MALA (fixed and adapted step, and with exact Gibbs steps on v), MALA and kinetic Langevin on w with v
-    integrated out, kinetic Langevin (alone, with exact Gibbs steps on v, and on w alone with a row mass), NUTS on w
+    integrated out (also with Neal's non-reversible acceptance), kinetic Langevin (alone, with exact Gibbs steps on v,
+    and on w alone with a row mass), NUTS on w
     with exact Gibbs steps on v, and Rao-Blackwellized observables of NUTS draws all agree with NUTS within 4 combined
     standard errors. N1 < P here, so the Gibbs draws and the marginal take the N1 x N1 (Woodbury) form."""
     data = rp.datasets.synthetic(P=40, P_test=200, N0=10, D=2, teacher="linear", seed=0)
@@ -361,6 +385,8 @@ def test_every_sampler_agrees_with_nuts_on_a_small_network():
                                                           observables=obs), 400, 2000),
         ("kinetic Langevin on w, v integrated out (renormpp run's default)",
          infer.KineticLangevin(marginal, step_size=1e-3, inner_steps=10, observables=rb), 400, 1500),
+        ("the same with Neal's non-reversible acceptance",
+         infer.KineticLangevin(marginal, step_size=1e-3, inner_steps=10, observables=rb, accept_shift=0.05), 400, 1500),
         ("MALA with exact Gibbs steps on v",
          infer.Langevin(models.one_hidden_layer, step_size=3e-3, adjust=True, inner_steps=20, observables=obs,
                         gibbs_fn=readout.gibbs_fn(data.X, data.Y, T=kw["T"], lambda1=1.0)), 300, 2000),

@@ -63,6 +63,18 @@ def test_ghmc_core_samples_a_correlated_gaussian_exactly():
     assert max(abs(v) for v in z_scores(biased).values()) > 8
 
 
+@pytest.mark.parametrize("shift", [0.02, 0.3])
+def test_ghmc_with_neal_s_non_reversible_acceptance_is_exact(shift):
+    # a long step (acceptance ~0.5) so that the test decides often; low friction so that the momentum matters
+    init = lambda x, k: mcmc.kinetic.init(x, potential, k, persistent_accept=True)  # noqa: E731
+    draws, acc = run((0.9, jnp.ones(2), 0.2), init, build=mcmc.kinetic.build_kernel(True, accept_shift=shift))
+    z = z_scores(draws)
+    assert all(abs(v) < 4 for v in z.values()), z
+    assert 0.2 < acc < 0.95
+    with pytest.raises(ValueError, match="needs adjust=True"):
+        mcmc.kinetic.build_kernel(False, accept_shift=shift)
+
+
 def test_inner_loop_rejects_a_non_finite_draw_and_counts_it():
     kernel = mcmc.langevin.build_kernel(adjust=False)
     quartic = lambda x: jnp.sum(x**4)  # noqa: E731 - ULA explodes at a large step

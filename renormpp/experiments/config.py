@@ -74,6 +74,7 @@ Count0 = Annotated[int, Field(ge=0, **_expect("an integer >= 0"))]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, **_expect("a finite number > 0"))]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False, **_expect("a finite number >= 0"))]
 Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, **_expect("a finite number > 0 and <= 1"))]
+Shift = Annotated[float, Field(ge=0, lt=2, allow_inf_nan=False, **_expect("a number >= 0 and < 2"))]
 Text = Annotated[str, Field(min_length=1, **_expect("a non-empty string"))]
 Flag = Annotated[bool, Field(**_expect("true or false"))]
 
@@ -240,6 +241,9 @@ class KineticConfig(_Adapted):
     freeze_v: Optional[Flag] = Field(None, description="with v_sampling = 'gibbs': the kinetic updates leave v where "
                                                          "it is (infinite mass) and only the exact Gibbs draw moves it "
                                                          "(default: true with v_sampling = 'gibbs')")
+    accept_shift: Shift = Field(0.0, description="Neal's non-reversible acceptance: the uniform of the Metropolis test is "
+                                            "kept and moved by this shift per update, so that rejections (and the "
+                                            "momentum reversals) cluster; 0: a fresh uniform each update")
     _target = 0.8
 
     @model_validator(mode="after")

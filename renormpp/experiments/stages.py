@@ -105,7 +105,7 @@ def make_kernel(p, data):
         return KineticLangevin(mlp, friction=s.friction, adapt_step_size=s.adapt_step_size,
                                target_accept_prob=s.target_accept_prob,
                                row_mass=first_layer if s.mass == "rows" else None,
-                               freeze_gibbs_sites=s.freeze_v,
+                               freeze_gibbs_sites=s.freeze_v, accept_shift=s.accept_shift,
                                **common)
     mala = s.kind == "mala"
     return Langevin(mlp, adjust=mala, adapt_step_size=mala and s.adapt_step_size,

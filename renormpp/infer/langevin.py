@@ -46,7 +46,8 @@ class LangevinState(NamedTuple):
     rejected; ``num_divergent``, the total so far (MALA and kinetic count updates, ULA draws); ``adaptation``, the
     warmup state with the current ``step_size`` and ``inverse_mass`` (also readable as fields, e.g.
     ``extra_fields=("step_size",)``); ``data_key``, the :func:`_fingerprint` of the model arguments that
-    ``potential_energy`` was computed with; ``rng_key``.
+    ``potential_energy`` was computed with; ``rng_key``; ``slice``, the kinetic kernel's persistent acceptance variable
+    (with ``accept_shift``; else None).
     """
 
     i: jax.Array
@@ -62,6 +63,7 @@ class LangevinState(NamedTuple):
     adaptation: adaptation.WindowState
     data_key: jax.Array
     rng_key: jax.Array
+    slice: Any = None
 
     @property
     def step_size(self):
@@ -291,7 +293,8 @@ class Langevin(MCMCKernel):
                 zero = jnp.zeros((), x.dtype)
                 return LangevinState(jnp.array(0), self._bound.unravel(x), core.potential_energy, core.grad,
                                      getattr(core, "momentum", None), self._record(x, args, model_kwargs),
-                                     zero + 1.0, zero, jnp.array(False), jnp.array(0), ws, data_key, None)
+                                     zero + 1.0, zero, jnp.array(False), jnp.array(0), ws, data_key, None,
+                                     getattr(core, "slice", None))
 
             return jax.vmap(init_one)(position, keys) if batched else init_one(position, keys)
 
@@ -414,7 +417,8 @@ class Langevin(MCMCKernel):
         return LangevinState(i, self._bound.unravel(core.position), core.potential_energy, core.grad,
                              getattr(core, "momentum", None), self._record(core.position, model_args, model_kwargs),
                              info.accept_prob, mean_accept_prob, info.num_divergent > 0,
-                             state.num_divergent + info.num_divergent, ws, state.data_key, rng_key)
+                             state.num_divergent + info.num_divergent, ws, state.data_key, rng_key,
+                             getattr(core, "slice", None))
 
 
 class KineticLangevin(Langevin):
@@ -432,7 +436,9 @@ class KineticLangevin(Langevin):
     (with ``gibbs_fn``): the kinetic updates leave the Gibbs sites where they are (infinite mass) and only move the
     others, so the stiffness of v (its conditional precision grows as P/(T N1)) no longer limits the step; the
     exact Gibbs draw moves v. ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an
-    :math:`O(h^2)` bias). Other parameters as :class:`Langevin`.
+    :math:`O(h^2)` bias). ``accept_shift`` > 0: the Metropolis test uses Neal's non-reversible uniform, moved by that
+    shift per update (:mod:`renormpp.mcmc.kinetic`), so rejections, and with them the momentum reversals, cluster.
+    Other parameters as :class:`Langevin`.
     """
 
     _target_default = 0.8
@@ -442,7 +448,7 @@ class KineticLangevin(Langevin):
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float | None = None,
                  gibbs_fn: Callable | None = None, gibbs_sites=("v",), row_mass: str | None = None,
-                 freeze_gibbs_sites: bool = False):
+                 freeze_gibbs_sites: bool = False, accept_shift: float = 0.0):
         super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
@@ -454,15 +460,19 @@ class KineticLangevin(Langevin):
         if freeze_gibbs_sites and gibbs_fn is None:
             raise ValueError("freeze_gibbs_sites=True leaves the Gibbs sites to gibbs_fn: pass gibbs_fn too")
         self._row_mass, self._freeze_gibbs = row_mass, bool(freeze_gibbs_sites)
+        if not 0.0 <= accept_shift < 2.0 or (accept_shift and not adjust):
+            raise ValueError(f"accept_shift = {accept_shift!r}: it is the shift of Neal's acceptance variable per "
+                             "update, in [0, 2) (0: a fresh uniform each test), and needs adjust=True")
+        self._accept_shift = float(accept_shift)
 
     def _core_kernel(self):
-        return kinetic.build_kernel(self._adjust)
+        return kinetic.build_kernel(self._adjust, self._accept_shift)
 
     def _core_init(self, position, potential_fn, rng_key, inverse_mass):
-        return kinetic.init(position, potential_fn, rng_key, inverse_mass)
+        return kinetic.init(position, potential_fn, rng_key, inverse_mass, persistent_accept=self._accept_shift > 0)
 
     def _core_state(self, position, state: LangevinState):
-        return kinetic.State(position, state.momentum, state.potential_energy, state.z_grad)
+        return kinetic.State(position, state.momentum, state.potential_energy, state.z_grad, state.slice)
 
     def _core_args(self, ws: adaptation.WindowState) -> tuple:
         return ws.step_size, ws.inverse_mass, self._friction
@@ -473,4 +483,5 @@ class KineticLangevin(Langevin):
         mass = (f", mass adapted (dense on the rows of {self._row_mass})" if self._row_mass
                 else ", diagonal mass adapted")
         frozen = f", {'/'.join(self._gibbs_sites)} left to the Gibbs draw" if self._freeze_gibbs else ""
-        return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "") + frozen
+        neal = f", Neal's non-reversible acceptance (shift {self._accept_shift:g})" if self._accept_shift else ""
+        return text + f", friction {self._friction:g}" + (mass if self._adapt_mass else "") + frozen + neal
