@@ -29,13 +29,14 @@ from theory_speed import machine_info  # noqa: E402
 
 
 def config(out: str, num_samples: int, quick: bool, root: str | None, v_sampling: str,
-           max_seconds: float | None = None, stop_on_accuracy: bool = False) -> dict:
+           max_seconds: float | None = None, stop_on_accuracy: bool = False, accept_shift: float = 0.0) -> dict:
     size = dict(P=200, P_test=200, N1=200) if quick else dict(P=1000, P_test=1000, N1=1000)
     where = {} if root is None else {"root": root}
     return {
         "data": {"name": "mnist", "classes": "all", "P": size["P"], "P_test": size["P_test"], **where},
         "model": {"N1": [size["N1"]], "T": 0.01},
-        "sampler": {"kind": "kinetic", "v_sampling": v_sampling, "num_samples": num_samples, "num_chains": 2},
+        "sampler": {"kind": "kinetic", "v_sampling": v_sampling, "num_samples": num_samples, "num_chains": 2,
+                    "accept_shift": accept_shift},
         "run": {"out": out,
                 **({"target_error": {"eps_g": 0.01, "overlap": 0.01}} if stop_on_accuracy else {}),
                 **({"max_seconds": max_seconds} if max_seconds else {})},
@@ -50,6 +51,8 @@ def main():
     ap.add_argument("--v-sampling", default="gibbs", choices=("joint", "gibbs", "integrated"),
                     help="sampler.v_sampling: gibbs (an exact draw of v | w every draw, the default here), joint, or "
                          "integrated (v integrated out, w sampled from its marginal)")
+    ap.add_argument("--accept-shift", type=float, default=0.0,
+                    help="sampler.accept_shift: Neal's non-reversible acceptance (0: a fresh uniform each test)")
     ap.add_argument("--stop-on-accuracy", action="store_true",
                     help="run.target_error: stop at 1%% on eps_g and 0.01 on every overlap, tau resolved")
     ap.add_argument("--max-seconds", type=float, help="run.max_seconds: stop sampling after this many seconds")
@@ -64,7 +67,7 @@ def main():
     path = os.path.join(args.out, "mnist_point.toml")
     with open(path, "wb") as f:
         tomli_w.dump(config(args.out, args.num_samples, args.quick, args.root, args.v_sampling,
-                            args.max_seconds, args.stop_on_accuracy), f)
+                            args.max_seconds, args.stop_on_accuracy, args.accept_shift), f)
     print(f"config {path}; renormpp run {path}\n")
     t0 = time.perf_counter()
     code = cli(["run", path])
