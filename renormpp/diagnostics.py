@@ -582,6 +582,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              tau_int=("quantity", [e.tau_int for e in estimates]),
              drift_z=("quantity", [d.z for d in drifts]),
              rhat=("quantity", rhats),
+             settled=("quantity", settled),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
              delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object))),

@@ -10,7 +10,8 @@
 * :func:`trace`, :func:`autocorr`, :func:`ess`: arviz-plots on a DataTree (:func:`renormpp.diagnostics.to_datatree`).
 
 Every function returns a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig(path)``. Points whose error
-bar does not hold (a run too short: ``reliable`` False) are drawn hollow.
+bar does not hold (a run too short: ``reliable`` False) or that have not settled (``settled`` False: R-hat > 1.01 or a
+drift) are drawn hollow.
 """
 from __future__ import annotations
 
@@ -124,14 +125,15 @@ def _N1_grid(results, N1_grid, fit=None):
 
 
 def _mc_points(ax, N1s, rows, color, label):
-    """MC means with error bars; hollow where the error bar does not hold."""
+    """MC means with error bars; hollow where the error bar does not hold (a run too short, or not settled: the
+    chains disagree or the mean drifts)."""
     mean = np.array([float(r.mc_mean) for r in rows])
     err = np.array([float(r.mc_error) for r in rows])
-    ok = np.array([bool(r.reliable) for r in rows])
+    ok = np.array([bool(r.reliable) and bool(r.settled if "settled" in r else True) for r in rows])
     ax.errorbar(N1s[ok], mean[ok], yerr=err[ok], fmt="o", color=color, capsize=3, label=label)
     if (~ok).any():
         ax.errorbar(N1s[~ok], mean[~ok], yerr=np.nan_to_num(err[~ok]), fmt="o", mfc="none", color=color, capsize=3,
-                    label=(label + ": " if label else "") + "error bar does not hold (run too short)")
+                    label=(label + ": " if label else "") + "not settled, or error bar does not hold")
 
 
 def _one_loop_note(ax, grid, values, P):

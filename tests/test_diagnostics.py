@@ -218,7 +218,8 @@ def test_every_plot_from_a_short_run(problem, runs, tmp_path):
     # MC points with error bars, drawn hollow where the error bar does not hold
     shown = sum(len(c.lines[0].get_xdata()) for c in ax.containers)
     hollow = [c for c in ax.containers if c.lines[0].get_markerfacecolor() == "none"]
-    unreliable = sum(not bool(r.sel(quantity="eps_g").reliable) for r in results)
+    unreliable = sum(not (bool(r.sel(quantity="eps_g").reliable) and bool(r.sel(quantity="eps_g").settled))
+                     for r in results)
     assert shown == 3 and sum(len(c.lines[0].get_xdata()) for c in hollow) == unreliable
     _check_png(fig, tmp_path / "gen.png", xlabels=["hidden units"], ylabels=["generalization loss"])
 
@@ -339,6 +340,12 @@ def test_rhat_flags_chains_held_apart_that_a_resolved_tau_does_not(problem):
     assert "CHAINS DISAGREE: R-hat > 1.01 for eps_g" in ds.attrs["summary"]
     assert "(not settled" in ds.verdict.sel(quantity="eps_g", theory="exact").item()
     assert "not settled" not in ds.verdict.sel(quantity="overlap[0,0]", theory="exact").item()
+    assert not ds.settled.sel(quantity="eps_g") and ds.settled.sel(quantity="overlap[0,0]")
+    # drawn hollow in the plots, though its error bar alone (tau resolved) would hold
+    assert bool(ds.reliable.sel(quantity="eps_g"))
+    ax = plots.generalization_vs_N1([ds], fit, data.X_test, data.Y_test).axes[0]
+    points = {c.lines[0].get_markerfacecolor(): len(c.lines[0].get_xdata()) for c in ax.containers}
+    assert points == {"C3": 0, "none": 1}
 
 
 def test_compare_and_the_report_flag_a_drifting_series(problem):
