@@ -85,10 +85,12 @@ def main():
           f"(target 1%: {'met' if rel <= 0.01 else 'NOT met'})")
     print(f"<v v^T>/N1: largest error of an entry {worst:.4f} (target 0.01: {'met' if worst <= 0.01 else 'NOT met'})")
     print(f"all estimates reliable (tau_int resolved): {bool(ds.reliable.all())}")
-    drifting = [str(q) for q, z in zip(ds.quantity.values, ds.drift_z.values) if abs(z) > 3]
-    apart = [str(q) for q, r in zip(ds.quantity.values, ds.rhat.values) if r > 1.01]
-    print(f"settled (no drift, R-hat <= 1.01): {not drifting and not apart}; drifting: {len(drifting)} of "
-          f"{ds.sizes['quantity']}, R-hat > 1.01: {len(apart)}")
+    K = ds.sizes["quantity"]
+    drifting = [str(q) for q, z in zip(ds.quantity.values, ds.drift_z.values) if abs(z) > rp.diagnostics.equilibrium_z(K)]
+    apart = [str(q) for q, p in zip(ds.quantity.values, ds.chains_p.values) if p < rp.diagnostics.FALSE_ALARM / K]
+    print(f"settled (no drift, chains agree, among {K}): {bool(ds.settled.all())}; drifting: {len(drifting)}, chains "
+          f"apart: {len(apart)}; R-hat > 1.01 (shown, not judged): {int((ds.rhat.values > 1.01).sum())}, worst "
+          f"{float(np.nanmax(ds.rhat.values)):.3f}")
     res = os.path.join(point, "result.json")
     if os.path.exists(res):
         import json

@@ -209,7 +209,7 @@ def accuracy_time(draws, t_warm, t_draw):
     t = t_warm + t_draw * (cut + (n - cut) * ratio[worst])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rp.diagnostics.ShortRunWarning)
-        settled = {k: rp.diagnostics.converged(est[k], series[k]) for k in est}  # tau resolved, R-hat, no drift
+        settled = {k: rp.diagnostics.converged(est[k], series[k], family=len(est)) for k in est}  # tau, chains, drift
         rhat = np.nanmax([rp.diagnostics.rhat(series[k], cut=est[k].cut) for k in est])
     return t, dict(est=est, worst=worst, cut=cut, n=n, reliable=all(settled.values()), rhat=rhat)
 
@@ -217,7 +217,7 @@ def accuracy_time(draws, t_warm, t_draw):
 def report(name, t_need, info, t_warm, t_draw, theory):
     e = info["est"]["eps_g"]
     w = info["est"][info["worst"]]
-    flag = "" if info["reliable"] else "  (not settled: tau_int unresolved, R-hat > 1.01 or a drift: lower bound)"
+    flag = "" if info["reliable"] else "  (not settled: tau_int unresolved, chains apart or a drift: lower bound)"
     print(f"{name:32s} {t_need:10.0f} s   eps_g {e.mean:.5f} +- {e.error:.5f} (tau {e.tau_int:6.1f})   "
           f"worst {info['worst']} tau {w.tau_int:6.1f}   n={info['n']} cut={info['cut']} warmup {t_warm:.0f} s, "
           f"{1e3 * t_draw:.1f} ms/draw, worst R-hat {info['rhat']:.3f}{flag}   theory eps_g {theory:.5f}")

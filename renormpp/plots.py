@@ -10,8 +10,8 @@
 * :func:`trace`, :func:`autocorr`, :func:`ess`: arviz-plots on a DataTree (:func:`renormpp.diagnostics.to_datatree`).
 
 Every function returns a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig(path)``. Points whose error
-bar does not hold (a run too short: ``reliable`` False) or that have not settled (``settled`` False: R-hat > 1.01 or a
-drift) are drawn hollow.
+bar does not hold (a run too short: ``reliable`` False) or that have not settled (``settled`` False: the chains disagree or the
+mean drifts) are drawn hollow.
 """
 from __future__ import annotations
 

@@ -386,7 +386,7 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     assert stages.accuracy(draws, cfg.run.target_error)[0]
     assert not stages.accuracy({k: v[:, :40] for k, v in draws.items()}, cfg.run.target_error)[0]
     # the same draws with the second chain's eps_g moved by 5 of its standard deviations: the errors and tau are as
-    # small as before, but the chains disagree (R-hat), so the accuracy is not reached
+    # small as before, but the chains disagree (their means differ by many error bars), so it is not reached
     held = dict(draws, eps_g=draws["eps_g"] + np.array([[0.0], [5 * draws["eps_g"].std()]]))
     assert not stages.accuracy(held, cfg.run.target_error)[0]
     # and one overlap entry that drifts stops it too, though only eps_g has a target

@@ -286,7 +286,8 @@ def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
     lines = [f"# {fig.title}", "", f"`renormpp paper {name} --size {size}`: {seconds:.0f} s in this invocation "
              "(series already sampled are read back, not resampled). Delta = (MC - theory) / theory; z = (MC - theory) "
              f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable: tau_int "
-             f"resolved; R-hat <= {diagnostics.RHAT_MAX:g}: the two chains agree).", ""]
+             "resolved); R-hat is shown, \"chains disagree\" where their means differ by more than their error bars allow "
+             "(`rp.diagnostics.chain_spread`).", ""]
     lines += [f"![{name}]({f})" for f in files] + [""]
     only_loss = set(kinds) == {"loss"}
     for s in fig.series:
@@ -314,7 +315,8 @@ def _point_table(ds, quantities) -> str:
             z = float(r.z.sel(theory=t))
             cells.append(f"{pred:.4g}, {(mc - pred) / pred:+.1%}, {z:+.1f}" if np.isfinite(pred) and pred else "–")
         rhat = float(r.rhat) if "rhat" in ds else np.nan
-        apart = (f"{rhat:.3f}" + (" (chains disagree)" if rhat > diagnostics.RHAT_MAX else "")
+        p = float(r.chains_p) if "chains_p" in ds else np.nan
+        apart = (f"{rhat:.3f}" + (" (chains disagree)" if p < diagnostics.FALSE_ALARM / ds.sizes["quantity"] else "")
                  if np.isfinite(rhat) else "–")
         rows.append(f"| {q} | {float(r.mc_mean):.4g} ± {float(r.mc_error):.2g} | {bool(r.reliable)} | {apart} | "
                     + " | ".join(cells) + " |")
