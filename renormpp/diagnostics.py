@@ -361,6 +361,14 @@ def drift(series, cut="auto", first: float = 0.1, last: float = 0.5) -> Drift:
 RHAT_MAX = 1.01
 
 
+def _chains_or_halves(x: np.ndarray) -> np.ndarray:
+    """(chain, draw) as it is, or the two halves of a single chain as two chains."""
+    if x.shape[0] > 1:
+        return x
+    h = x.shape[1] // 2
+    return np.stack([x[0, :h], x[0, h:2 * h]])
+
+
 def rhat(series, cut="auto") -> float:
     r"""The rank-normalized split-:math:`\hat R` of ``series`` (chain, draw) after the thermalization ``cut``
     (``arviz.rhat``; Vehtari et al. 2021): the spread of the means of the chains' halves against the spread within them.
@@ -368,10 +376,7 @@ def rhat(series, cut="auto") -> float:
     (fewer than 8 draws per chain). Reported, not used to judge (:data:`RHAT_MAX`, :func:`chain_spread`)."""
     import arviz as az
 
-    x, _ = _apply_cut(series, cut)
-    if x.shape[0] == 1:
-        h = x.shape[1] // 2
-        x = np.stack([x[0, :h], x[0, h:2 * h]])
+    x = _chains_or_halves(_apply_cut(series, cut)[0])
     if x.shape[1] < 8 or np.ptp(x) == 0:
         return float("nan")
     return float(az.rhat(np.asarray(x, dtype=float)))
@@ -409,9 +414,7 @@ def chain_spread(series, cut="auto") -> ChainSpread:
     from scipy.stats import chi2 as chi2_dist
 
     x, cut = _apply_cut(series, cut)
-    if x.shape[0] == 1:
-        h = x.shape[1] // 2
-        x = np.stack([x[0, :h], x[0, h:2 * h]])
+    x = _chains_or_halves(x)
     if x.shape[1] < 8:
         return ChainSpread(np.nan, x.shape[0] - 1, np.nan, tuple(x.mean(axis=1)), (np.nan,) * x.shape[0], cut)
     with warnings.catch_warnings():

@@ -278,7 +278,7 @@ def _own_keys(kind: str) -> list[str]:
 # ---- [run] -----------------------------------------------------------------------------------------------------
 class TargetError(_Table):
     """Errors of the means at which sampling stops (``[run.target_error]``), each with its autocorrelation time
-    resolved (the estimate's ``reliable``)."""
+    resolved (the estimate's ``reliable``), and every quantity settled (:func:`renormpp.diagnostics.converged`)."""
 
     eps_g: Optional[Positive] = Field(None, description="relative error of the mean of eps_g (0.01: 1%)")
     overlap: Optional[Positive] = Field(None, description="absolute error of the mean of every overlap entry")
