@@ -238,9 +238,9 @@ def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
     """``(reached, errors)``: whether the means of ``draws`` have the errors ``target`` asks for (``eps_g`` relative,
     ``overlap`` absolute on every entry, each estimate :func:`~renormpp.diagnostics.converged` among them all: enough
     independent samples after the thermalization cut, chains that agree and no drift), and the errors achieved
-    (``eps_g`` relative, ``overlap`` the largest, ``rhat`` the largest R-hat, shown only). Every overlap entry is judged even where only
-    ``eps_g`` has a target: a slow mode shows in some quantities before others, and eps_g alone can look settled
-    while they still move."""
+    (``eps_g`` relative, ``overlap`` the largest, ``rhat`` the largest R-hat, shown only). Every overlap entry is
+    judged even where only ``eps_g`` has a target: a slow mode shows in some quantities before others, and eps_g alone
+    can look settled while they still move."""
     D = draws["overlap"].shape[-1]
     series = [draws["eps_g"]] + [draws["overlap"][..., a, b] for a in range(D) for b in range(a, D)]
     with warnings.catch_warnings():
