@@ -69,6 +69,8 @@ def candidates(budget):
         "kinetic + Gibbs on v frozen, row mass": dict(kinetic, v_sampling="gibbs", freeze_v=True, mass="rows"),
         "kinetic on w, v integrated out": dict(kinetic, v_sampling="integrated"),
         "kinetic on w, v integrated out, Neal's acceptance": dict(kinetic, v_sampling="integrated", accept_shift=0.05),
+        "kinetic on w, v integrated out, warmup 100": dict(kinetic, v_sampling="integrated", num_warmup=100),
+        "kinetic on w, v integrated out, warmup 50": dict(kinetic, v_sampling="integrated", num_warmup=50),
         "MALA (adapted) + Gibbs on v": dict(mala, v_sampling="gibbs"),
         "MALA (adapted)": mala,
         "MALA (adapted) + RB": dict(mala, rao_blackwell=True),
