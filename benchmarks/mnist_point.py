@@ -60,7 +60,6 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.num_samples = min(args.num_samples, 300)
-    import renormpp as rp
     from renormpp.cli import main as cli
 
     print(machine_info())
@@ -86,11 +85,9 @@ def main():
           f"(target 1%: {'met' if rel <= 0.01 else 'NOT met'})")
     print(f"<v v^T>/N1: largest error of an entry {worst:.4f} (target 0.01: {'met' if worst <= 0.01 else 'NOT met'})")
     print(f"all estimates reliable (tau_int resolved): {bool(ds.reliable.all())}")
-    K = ds.sizes["quantity"]
-    drifting = [str(q) for q, z in zip(ds.quantity.values, ds.drift_z.values) if abs(z) > rp.diagnostics.equilibrium_z(K)]
-    apart = [str(q) for q, p in zip(ds.quantity.values, ds.chains_p.values) if p < rp.diagnostics.FALSE_ALARM / K]
-    print(f"settled (no drift, chains agree, among {K}): {bool(ds.settled.all())}; drifting: {len(drifting)}, chains "
-          f"apart: {len(apart)}; R-hat > 1.01 (shown, not judged): {int((ds.rhat.values > 1.01).sum())}, worst "
+    print(f"settled (no drift, chains agree, among {ds.sizes['quantity']}): {bool(ds.settled.all())}; drifting: "
+          f"{int(ds.drifting.sum())}, chains apart: {int(ds.chains_apart.sum())}; R-hat > 1.01 (shown, not judged): "
+          f"{int((ds.rhat.values > 1.01).sum())}, worst "
           f"{float(np.nanmax(ds.rhat.values)):.3f}")
     res = os.path.join(point, "result.json")
     if os.path.exists(res):

@@ -618,8 +618,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     one_loop, infinite_width): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
     ``z`` = (MC - TH) / MC error, ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
     eq:supp:discrep) and ``verdict`` (:func:`verdict`: agrees where :math:`|z| <` :data:`Z_AGREE`); the equilibrium
-    tests ``drift_z`` (:func:`drift`), ``chains_p`` (:func:`chain_spread`) and ``settled`` (neither raises its alarm,
-    judged among all the quantities: :func:`equilibrium_z`), and ``rhat`` (:func:`rhat`, shown, not judged).
+    tests ``drift_z`` and ``drifting`` (:func:`drift`), ``chains_p`` and ``chains_apart`` (:func:`chain_spread`), both
+    judged among all the quantities (:func:`equilibrium_z`), and ``settled`` (neither raises its alarm), and ``rhat`` (:func:`rhat`, shown, not judged).
     ``attrs``: ``sampler`` (the description), ``sampler_ok`` and ``sampler_problems`` (:func:`sampler_health`
     of the recorded acceptance, divergences, and the draws of eps_g), and ``summary`` (:func:`summary`).
     Where the sampler failed, every verdict is "no verdict: the sampler failed".
@@ -655,7 +655,9 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
         delta = np.abs(mc[:, None] - pred) / np.abs(pred)
     rhats = np.array([rhat(s, cut=e.cut) for s, e in zip(series, estimates)])
     spreads = [chain_spread(s, cut=e.cut) for s, e in zip(series, estimates)]
-    settled = [not (d.moves(len(names)) or c.apart(len(names))) for d, c in zip(drifts, spreads)]
+    drifting = [d.moves(len(names)) for d in drifts]
+    apart = [c.apart(len(names)) for c in spreads]
+    settled = [not (d or a) for d, a in zip(drifting, apart)]
     verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i])
                  if health.ok or not np.isfinite(pred[i, j])
                  else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
@@ -665,6 +667,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              drift_z=("quantity", [d.z for d in drifts]),
              rhat=("quantity", rhats),
              chains_p=("quantity", [c.p for c in spreads]),
+             drifting=("quantity", drifting), chains_apart=("quantity", apart),
              settled=("quantity", settled),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
@@ -703,20 +706,19 @@ def summary(ds) -> str:
         lines.append(f"overlaps vs {th}: max |z| = {np.nanmax(zs):.1f} over {zs.size} entries, "
                      f"{np.mean(zs < Z_AGREE):.0%} agree (|z| < {Z_AGREE:g})")
     family = ds.sizes["quantity"]
-    if "drift_z" in ds:
-        zmax = equilibrium_z(family)
-        moving = [f"{q} (z = {z:+.1f})" for q, z in zip(ds.quantity.values, ds.drift_z.values)
-                  if np.isfinite(z) and abs(z) > zmax]
+    if "drifting" in ds:
+        moving = [f"{q} (z = {z:+.1f})" for q, z, m in zip(ds.quantity.values, ds.drift_z.values, ds.drifting.values)
+                  if m]
         if moving:
             lines.append(f"DRIFT: {', '.join(moving)} still drift (Geweke: the first 10% of the draws after the cut "
-                         f"against the last 50%, |z| > {zmax:.2f} among {family} quantities); sample longer before "
-                         "trusting these means")
-    if "chains_p" in ds:
-        pmin = FALSE_ALARM / family
-        apart = [f"{q} (p = {p:.1g}, R-hat {r:.3f})" for q, p, r in
-                 zip(ds.quantity.values, ds.chains_p.values, ds.rhat.values) if np.isfinite(p) and p < pmin]
+                         f"against the last 50%, |z| > {equilibrium_z(family):.2f} among {family} quantities); sample "
+                         "longer before trusting these means")
+    if "chains_apart" in ds:
+        apart = [f"{q} (p = {p:.1g}, R-hat {r:.3f})" for q, p, r, a in
+                 zip(ds.quantity.values, ds.chains_p.values, ds.rhat.values, ds.chains_apart.values) if a]
         if apart:
-            lines.append(f"CHAINS DISAGREE: their means differ by more than their error bars allow (p < {pmin:.1g}) "
+            lines.append(f"CHAINS DISAGREE: their means differ by more than their error bars allow "
+                         f"(p < {FALSE_ALARM / family:.1g}) "
                          f"for {', '.join(apart[:8])}" + (f" and {len(apart) - 8} more" if len(apart) > 8 else "")
                          + "; a slow mode holds the chains apart: sample longer before trusting these error bars")
     if not bool(ds.reliable.all()):

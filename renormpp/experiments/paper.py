@@ -315,8 +315,7 @@ def _point_table(ds, quantities) -> str:
             z = float(r.z.sel(theory=t))
             cells.append(f"{pred:.4g}, {(mc - pred) / pred:+.1%}, {z:+.1f}" if np.isfinite(pred) and pred else "–")
         rhat = float(r.rhat) if "rhat" in ds else np.nan
-        p = float(r.chains_p) if "chains_p" in ds else np.nan
-        apart = (f"{rhat:.3f}" + (" (chains disagree)" if p < diagnostics.FALSE_ALARM / ds.sizes["quantity"] else "")
+        apart = (f"{rhat:.3f}" + (" (chains disagree)" if "chains_apart" in ds and bool(r.chains_apart) else "")
                  if np.isfinite(rhat) else "–")
         rows.append(f"| {q} | {float(r.mc_mean):.4g} ± {float(r.mc_error):.2g} | {bool(r.reliable)} | {apart} | "
                     + " | ".join(cells) + " |")
