@@ -34,6 +34,7 @@ from functools import partial
 import sys
 import time
 import warnings
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -69,8 +70,11 @@ def candidates(budget):
         "kinetic + Gibbs on v frozen, row mass": dict(kinetic, v_sampling="gibbs", freeze_v=True, mass="rows"),
         "kinetic on w, v integrated out": dict(kinetic, v_sampling="integrated"),
         "kinetic on w, v integrated out, Neal's acceptance": dict(kinetic, v_sampling="integrated", accept_shift=0.05),
-        "kinetic on w, v integrated out, warmup 100": dict(kinetic, v_sampling="integrated", num_warmup=100),
-        "kinetic on w, v integrated out, warmup 50": dict(kinetic, v_sampling="integrated", num_warmup=50),
+        "kinetic on w, v integrated out, fixed warmup": dict(kinetic, v_sampling="integrated", warmup="fixed"),
+        "kinetic on w, v integrated out, warmup 100": dict(kinetic, v_sampling="integrated", num_warmup=100,
+                                                           warmup="fixed"),
+        "kinetic on w, v integrated out, warmup 50": dict(kinetic, v_sampling="integrated", num_warmup=50,
+                                                          warmup="fixed"),
         "MALA (adapted) + Gibbs on v": dict(mala, v_sampling="gibbs"),
         "MALA (adapted)": mala,
         "MALA (adapted) + RB": dict(mala, rao_blackwell=True),
@@ -100,13 +104,20 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
     """Warmup, then blocks of draws until the budget is spent: (draws, t_warmup, t_draw, last state)."""
     t0 = time.perf_counter()
     chains, state = stages.start_chains(cfg, data, init_params)
-    run = chains.run
+    L = stages.MAX_BLOCK  # one compilation for every block, as renormpp run does
+    run = lambda state, n: chains.run(state, n, L)  # noqa: E731
     W = cfg.sampler.num_warmup
+    adaptive = stages._adaptive_warmup(cfg, chains, SimpleNamespace(state=state))
     done = 0
-    while done < W:
-        n = min(W - done, 50)
-        state, _, _ = run(state, n)
+    while done < W:  # as renormpp run does it: blocks of 10 draws while an adaptive warmup decides
+        n = min(W - done, 50 if adaptive is None else stages.WARMUP_BLOCK)
+        state, draws, stats = run(state, n)
         done += n
+        if adaptive is not None:
+            state = adaptive.update(state, draws, stats)
+            W = stages._warmup_end(state, W)
+    if adaptive is not None:
+        print("    adaptive warmup: " + "; ".join(adaptive.log))
     jax.block_until_ready(state)
     t_warm = time.perf_counter() - t0
     parts, n_draws, t1 = [], 0, time.perf_counter()
@@ -117,7 +128,7 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
         parts.append((draws, stats))
         n_draws += block
         dt = time.perf_counter() - tb
-        block = int(np.clip(5.0 / (dt / block), 1, 10_000))  # about 5 s per block
+        block = int(np.clip(5.0 / (dt / block), 1, L))  # about 5 s per block
     t_draw = (time.perf_counter() - t1) / n_draws
     draws = {k: np.concatenate([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
     stats = {k: np.concatenate([p[1][k] for p in parts], axis=1) for k in parts[0][1]}
@@ -230,6 +241,8 @@ def main():
     ap.add_argument("--problem", type=int, default=1, choices=sorted(PROBLEMS))
     ap.add_argument("--budget", type=float, default=120.0, help="wall seconds per candidate")
     ap.add_argument("--ula-budget", type=float, help="wall seconds per ULA run (default: --budget)")
+    ap.add_argument("--ula-factors", type=int, nargs="+", default=list(ULA_FACTORS),
+                    help="run ULA at these multiples of the paper's step (default: %(default)s)")
     ap.add_argument("--only", nargs="*", help="run only these candidates (names as printed)")
     ap.add_argument("--root", help="problem 3: the folder with MNIST's IDX files")
     ap.add_argument("--quick", action="store_true")
@@ -268,7 +281,7 @@ def main():
     # Langevin times scale as 1/h, so at the paper's step it needs k times as many updates of the same cost
     if not args.only or "ULA" in args.only:
         estimates = []
-        for k in ULA_FACTORS:
+        for k in args.ula_factors:
             ula = config(args.problem, dict(kind="ula", step_size=k * H_PAPER, inner_steps=100, num_warmup=0),
                          root=args.root)
             draws, _, t_warm, t_draw, _ = timed_run(ula, data, args.ula_budget or args.budget)

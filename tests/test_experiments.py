@@ -302,12 +302,15 @@ def test_a_checkpoint_read_back_continues_with_identical_draws(tmp_path, kind):
     ck = store.PointStore(tmp_path).checkpoint(template=state)
     ck.state, ck.warm, ck.n, ck.seconds = state, 10, 5, 1.5
     ck.add({"eps_g": np.ones((2, 5))}, {"diverging": np.zeros((2, 5), bool)})
+    ck.add({"eps_g": np.full((2, 10), 2.0)}, {"step_size": np.full((2, 10), 0.1)}, warmup=True)
     ck.save()
     straight = chains.run(state, 20)[1]
     fresh_chains, template = stages.start_chains(p, data)
     back = store.PointStore(tmp_path).checkpoint(template=template)
     assert (back.warm, back.n, back.seconds) == (10, 5, 1.5)
     np.testing.assert_array_equal(back.joined()[0]["eps_g"], np.ones((2, 5)))
+    np.testing.assert_array_equal(back.joined(warmup=True)[0]["eps_g"], np.full((2, 10), 2.0))  # what a warmup saw
+    np.testing.assert_array_equal(back.joined(warmup=True)[1]["step_size"], np.full((2, 10), 0.1))
     resumed = fresh_chains.run(back.state, 20)[1]
     for name in ("eps_g", "overlap"):
         np.testing.assert_array_equal(resumed[name], straight[name])
@@ -331,7 +334,7 @@ def test_a_bad_checkpoint_is_refused_with_the_file_and_the_remedy(tmp_path):
         arrays = {k: f[k] for k in f.files}
     np.savez(path, **(arrays | {"format_version": 99}))
     with pytest.raises(store.CheckpointError, match=r"checkpoint.npz has format version 99; this renormpp reads "
-                                                    r"version 1"):
+                                                    rf"version {store.CHECKPOINT_VERSION}"):
         store.PointStore(tmp_path).checkpoint(template=state)
     np.savez(path, **{k: v for k, v in arrays.items() if k != "state/3"})
     with pytest.raises(store.CheckpointError, match="holds the state of another sampler"):
@@ -400,6 +403,24 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "b"), "max_seconds": 1.0}})
     res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
     assert res["stopped"] == "max_seconds" and res["draws"] < 20000 and res["sampling_seconds"] >= 1.0
+
+
+def test_an_adaptive_warmup_ends_early_and_a_fixed_one_does_not(tmp_path):
+    """sampler.warmup = 'adaptive' (the default): a tiny network relaxes in a few draws, so the warmup ends well before
+    num_warmup, recorded in result.json and the sampler's description; 'fixed' runs all num_warmup draws. Both give
+    exact kernels after the warmup: their eps_g agree within 4 combined error bars."""
+    base = {"data": {"name": "synthetic", "P": 30, "P_test": 20, "N0": 6, "D": 2}, "model": {"N1": [8], "T": 0.05},
+            "run": {"progress": False}}
+    res = {}
+    for warmup in ("adaptive", "fixed"):
+        cfg = base | {"sampler": {"kind": "kinetic", "num_warmup": 200, "num_samples": 1500, "warmup": warmup},
+                      "run": {**base["run"], "out": str(tmp_path / warmup)}}
+        out = rp.experiments.run(cfg)
+        res[warmup] = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
+    assert 20 < res["adaptive"]["warmup_draws"] < 120 and res["fixed"]["warmup_draws"] == 200
+    assert f"adaptive warmup: {res['adaptive']['warmup_draws']} of at most 200 draws" in res["adaptive"]["sampler"]
+    a, f = res["adaptive"], res["fixed"]
+    assert abs(a["eps_g"] - f["eps_g"]) < 4 * np.hypot(a["eps_g_error"], f["eps_g_error"])
 
 
 def test_a_finite_size_scaling_sweep_reports_the_extrapolation(tmp_path):

@@ -542,3 +542,93 @@ def test_row_mass_and_frozen_v_through_the_numpyro_adapter():
     with pytest.raises(ValueError, match="not a site of the model"):
         MCMC(infer.KineticLangevin(models.one_hidden_layer, step_size=1e-3, row_mass="u"), num_warmup=5,
              num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), d.X, d.Y, N1=6)
+
+
+# ---- the adaptive warmup (renormpp.infer.warmup) ----------------------------------------------------------------
+def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history=None):
+    """Feed an AdaptiveWarmup blocks of given observables (chain, draw) and log-steps (chain, draw) as a chains' run
+    would; the kernel's own schedule for 200 draws. Returns the controller and the (start, stop, end) after each
+    block."""
+    from collections import namedtuple
+
+    from renormpp import mcmc
+    from renormpp.infer.warmup import AdaptiveWarmup
+
+    init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=adapt_mass)
+    state = namedtuple("State", "i adaptation")(jnp.zeros(2, jnp.int32), jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2)))
+    warm = AdaptiveWarmup(200, adapt_mass, history=history)
+    schedules = []
+    for b in range(0, draws, block):
+        part = slice(b, b + block)
+        block_draws = {"eps_g": observe[0][:, part], "overlap": observe[1][:, part]}
+        state = state._replace(i=state.i + block)
+        state = warm.update(state, block_draws, {"step_size": np.exp(steps[:, part])})
+        schedules.append(AdaptiveWarmup.schedule(state))
+        if not warm.running(state):
+            break
+    return warm, schedules
+
+
+def _observables(rng, n=200, drift=0.0, apart=0.0):
+    eps = 0.1 + 0.01 * rng.standard_normal((2, n)) + drift * np.linspace(0.0, 1.0, n) + apart * np.array([[0.0], [1.0]])
+    overlap = 1.0 + 0.05 * rng.standard_normal((2, n, 2, 2))
+    return eps, (overlap + overlap.swapaxes(-1, -2)) / 2
+
+
+def test_the_adaptive_warmup_ends_each_phase_when_it_is_done():
+    rng = np.random.default_rng(0)
+    obs = _observables(rng)
+    kept = np.zeros((2, 200))  # the steps sit at the dual-averaged one (exp(0) = 1 at the start of the averaging)
+    warm, schedules = _warmup_run(obs, kept)
+    # stationary from the start: the mass window opens at a check from draw 20 on (the short-run test may wait a block
+    # or two) for max(50, n) draws; the step, settled, ends the warmup at the first check 20 draws after the mass is
+    # set, with one more draw that fixes it
+    start = schedules[-1][0]
+    assert 20 <= start <= 40 and schedules[start // 10 - 1] == (start, start + 50, 200)
+    assert all(s == (50, 150, 200) for s in schedules[:start // 10 - 1])
+    check = -(-(start + 50 + 20) // 10) * 10
+    assert schedules[-1] == (start, start + 50, check + 1) and schedules[check // 10 - 2][2] == 200
+    assert "relaxed" in warm.log[0] and f"ends at draw {check + 1}" in warm.log[-1]
+    # without a mass to learn, the window is empty and the step decides alone
+    lone = _warmup_run(obs, kept, adapt_mass=False)[1]
+    assert lone[-1][0] == lone[-1][1] <= 40
+    # a step still moving (here 2x the averaged one) keeps the warmup to its full length
+    assert _warmup_run(obs, np.full((2, 200), np.log(2.0)))[1][-1] == (start, start + 50, 200)
+
+
+def test_the_adaptive_warmup_waits_for_drifting_or_disagreeing_chains():
+    rng = np.random.default_rng(1)
+    kept = np.zeros((2, 200))
+    # a mean still falling (by ten error bars of a block in every block), and chains held 10 standard deviations apart: the
+    # relaxation phase never ends early, and the kernel's own schedule (50, 150, 200) stands
+    for obs in (_observables(rng, drift=-2.0), _observables(rng, apart=0.1)):
+        warm, schedules = _warmup_run(obs, kept)
+        assert all(s[0] == 50 for s in schedules[:4]) and not any("relaxed" in line for line in warm.log)
+
+
+def test_a_resumed_adaptive_warmup_decides_as_an_uninterrupted_one():
+    rng = np.random.default_rng(2)
+    eps = 0.1 + 0.01 * rng.standard_normal((2, 200)) - 0.3 * np.exp(-np.arange(200) / 8.0)  # relaxes in ~30 draws
+    overlap = np.ones((2, 200, 1, 1)) + 0.05 * rng.standard_normal((2, 200, 1, 1))
+    straight = _warmup_run((eps, overlap), np.zeros((2, 200)))[1]
+    assert straight[0][0] > 10  # not at once: the relaxation was seen
+    # fed the first 40 draws as history, a new controller starting at draw 40 takes the same decisions
+    history = ({"eps_g": eps[:, :40], "overlap": overlap[:, :40]}, {"step_size": np.ones((2, 40))})
+    from collections import namedtuple
+
+    from renormpp import mcmc
+    from renormpp.infer.warmup import AdaptiveWarmup
+
+    init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=True)
+    ws = jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2))
+    ws = mcmc.adaptation.reschedule(ws, *straight[3])  # the schedule as the checkpoint at draw 40 holds it
+    state = namedtuple("State", "i adaptation")(jnp.full(2, 40, jnp.int32), ws)
+    resumed = AdaptiveWarmup(200, True, history=history)
+    for b in range(40, 200, 10):
+        state = state._replace(i=state.i + 10)
+        state = resumed.update(state, {"eps_g": eps[:, b:b + 10], "overlap": overlap[:, b:b + 10]},
+                               {"step_size": np.ones((2, 10))})
+        assert AdaptiveWarmup.schedule(state) == straight[b // 10]
+        if not resumed.running(state):
+            break
+    assert AdaptiveWarmup.schedule(state) == straight[-1]

@@ -211,3 +211,28 @@ def test_a_zero_inverse_mass_freezes_a_coordinate_and_gibbs_on_it_stays_exact():
     assert bool(jnp.all(ok)) and bool(jnp.all(ws.inverse_mass[:, 1] == 0))
     z = z_scores(np.asarray(draws, np.float64))
     assert all(abs(v) < 4 for v in z.values()), z
+
+
+def test_a_moved_schedule_learns_the_mass_in_its_window_and_fixes_the_step_at_its_end():
+    """reschedule (the adaptive warmup's lever): the mass is the regularized variance of the positions of the moved
+    window [start, stop), computed here by hand; the step after the moved end is the dual-averaged one and stays."""
+    init, update = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=True)
+    ws = mcmc.adaptation.reschedule(init(0.1, 3), 4, 14, 30)
+    np.testing.assert_array_equal(np.asarray(ws.schedule), [4, 14, 30])
+    rng = np.random.default_rng(0)
+    positions = rng.normal(size=(40, 3)) * np.array([1.0, 2.0, 0.5])
+    accepts = rng.uniform(0.5, 1.0, size=40)
+    history = []
+    for i in range(40):
+        ws = update(i, ws, jnp.float32(accepts[i]), jnp.asarray(positions[i], jnp.float32))
+        history.append(ws)
+    n = 10
+    expected = n / (n + 5.0) * positions[4:14].var(axis=0, ddof=1) + 1e-3 * 5.0 / (n + 5.0)
+    np.testing.assert_allclose(np.asarray(history[13].inverse_mass), expected, rtol=1e-4)
+    np.testing.assert_array_equal(np.asarray(history[12].inverse_mass), np.ones(3))  # unchanged before stop
+    final = float(np.exp(history[29].step[1]))
+    assert float(history[29].step_size) == pytest.approx(final, rel=1e-6)
+    assert float(history[28].step_size) != pytest.approx(final, rel=1e-6)  # still the iterate one draw before
+    for later in history[30:]:
+        assert float(later.step_size) == float(history[29].step_size)
+        np.testing.assert_array_equal(np.asarray(later.inverse_mass), np.asarray(history[29].inverse_mass))

@@ -203,6 +203,10 @@ class _Adapted(_Stepped):
     adapt_step_size: Optional[Flag] = Field(None, description="tune the step in the warmup (default: true when "
                                                               "num_warmup > 0; step_size is then the first guess)")
     target_accept_prob: Optional[Probability] = None
+    warmup: Literal["adaptive", "fixed"] = Field(
+        "adaptive", description="'adaptive': each phase of the warmup (relaxation, mass window, step) ends when it "
+                                "has done its job, num_warmup being the most it takes (renormpp.infer.warmup); "
+                                "'fixed': always num_warmup draws, Stan's windows at 1/4 and 3/4")
     _target = 0.574
 
     @model_validator(mode="after")

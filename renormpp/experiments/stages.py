@@ -143,8 +143,9 @@ def describe(chains, state) -> str:
 
 class Sampled(NamedTuple):
     """What the sampling stage returns: the observables ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``,
-    the sampler statistics, the wall time (summed over resumptions), the sampler's description, and the warnings
-    it gave (also over resumptions)."""
+    the sampler statistics, the wall time (summed over resumptions), the sampler's description, the warnings
+    it gave (also over resumptions), why sampling stopped and the warmup draws made (fewer than ``num_warmup`` where an
+    adaptive warmup ended early)."""
 
     draws: dict
     stats: dict
@@ -152,6 +153,7 @@ class Sampled(NamedTuple):
     sampler: str
     notes: list
     stopped: str = "num_samples"
+    warmup: int = 0
 
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
@@ -172,6 +174,8 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
         chains, state = start_chains(p, data)
     ck = store.checkpoint(template=state)
     W, total = s.num_warmup, s.num_samples
+    adaptive = _adaptive_warmup(p, chains, ck)
+    W = _warmup_end(ck.state, W)
     stopped = "num_samples"
     bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
                disable=not progress, leave=False, dynamic_ncols=True)
@@ -185,9 +189,14 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             with _noted(notes):
                 state, draws, stats = chains.run(ck.state, n, length)
             dt = time.perf_counter() - t0
+            if warmup and adaptive is not None:
+                state = adaptive.update(state, draws, stats)
+                W = _warmup_end(state, W)
+                bar.total = W + total
             ck.state, ck.seconds = state, ck.seconds + dt
             if warmup:
                 ck.warm += n
+                ck.add(draws, stats, warmup=True)
             else:
                 ck.n += n
                 ck.add(draws, stats)
@@ -197,6 +206,8 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             probes -= 1
             if probes == 0:
                 block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
+            if adaptive is not None and ck.warm < W:
+                block = min(block, WARMUP_BLOCK)  # the adaptive warmup decides between blocks
             end_of_warmup = warmup and ck.warm == W
             if not warmup and ck.n < total:
                 stopped, errors = _early_stop(ck, r)
@@ -219,7 +230,32 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     finally:
         bar.close()
     draws, stats = ck.joined()
-    return Sampled(draws, stats, ck.seconds, describe(chains, ck.state), notes, stopped or "num_samples")
+    sampler = describe(chains, ck.state)
+    if adaptive is not None:
+        sampler += f"; adaptive warmup: {W} of at most {s.num_warmup} draws"
+    return Sampled(draws, stats, ck.seconds, sampler, notes, stopped or "num_samples", ck.warm)
+
+
+WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.infer.warmup)
+
+
+def _adaptive_warmup(p, chains, ck):
+    """The point's :class:`~renormpp.infer.warmup.AdaptiveWarmup`, or None (a fixed warmup, or none left)."""
+    from ..infer.warmup import AdaptiveWarmup
+
+    s = p.sampler
+    if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(ck.state, "adaptation"):
+        return None
+    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, history=ck.joined(warmup=True))
+
+
+def _warmup_end(state, num_warmup: int) -> int:
+    """The draw at which the warmup of ``state`` ends: its schedule's end (moved by an adaptive warmup), or
+    ``num_warmup`` for kernels without one (NUTS)."""
+    adaptation = getattr(state, "adaptation", None)
+    if adaptation is None:
+        return num_warmup
+    return int(np.asarray(adaptation.schedule).reshape(-1, 3)[0, 2])
 
 
 def _early_stop(ck, r) -> tuple[str, dict]:
@@ -336,7 +372,7 @@ def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str)
     return dict(
         N1=p.model.N1, seed=p.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
         sampler=sampled.sampler, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
-        stopped=sampled.stopped,
+        stopped=sampled.stopped, warmup_draws=sampled.warmup,
         sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),

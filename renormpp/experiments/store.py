@@ -8,7 +8,9 @@ the sampler state and the draws so far, in a documented format that loads withou
 * ``warm``, ``n``, ``seconds``: warmup iterations done, draws recorded, sampling seconds so far;
 * ``state/0``, ``state/1``, ...: the leaves of the sampler state (``jax.tree_util.tree_leaves`` order), checked on
   load against the state a fresh start of the same point builds (their count, shapes and dtypes);
-* ``draws/<name>``, ``stats/<name>``: the recorded observables and sampler statistics, axes (chain, draw, ...).
+* ``draws/<name>``, ``stats/<name>``: the recorded observables and sampler statistics, axes (chain, draw, ...);
+* ``warmup_draws/<name>``, ``warmup_stats/<name>``: the same for the warmup's draws (what an adaptive warmup decided
+  on, so that a resumed warmup decides as an uninterrupted one).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import numpy as np
 from . import config as config_mod
 
 CHECKPOINT = "checkpoint.npz"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the warmup's schedule is part of the sampler's state
 RESULT = "result.json"
 
 
@@ -163,7 +165,7 @@ class Checkpoint:
 
         self.path = Path(path)
         self.state, self.warm, self.n, self.seconds = template, 0, 0, 0.0
-        self._draws, self._stats = [], []
+        self._draws, self._stats, self._warm_draws, self._warm_stats = [], [], [], []
         self._treedef = jax.tree_util.tree_structure(template)
         if self.path.exists():
             self._load(jax.tree_util.tree_leaves(template))
@@ -190,17 +192,21 @@ class Checkpoint:
                                   f"match this point's). {remedy}")
         self.state = jax.tree_util.tree_unflatten(self._treedef, saved)
         self.warm, self.n, self.seconds = int(files["warm"]), int(files["n"]), float(files["seconds"])
-        for group, parts in (("draws", self._draws), ("stats", self._stats)):
+        for group, parts in (("draws", self._draws), ("stats", self._stats), ("warmup_draws", self._warm_draws),
+                             ("warmup_stats", self._warm_stats)):
             block = {k.split("/", 1)[1]: v for k, v in files.items() if k.startswith(group + "/")}
             if block:
                 parts.append(block)
 
-    def add(self, draws: dict, stats: dict) -> None:
-        self._draws.append(draws)
-        self._stats.append(stats)
+    def add(self, draws: dict, stats: dict, warmup: bool = False) -> None:
+        """Keep a block of draws and statistics (of the warmup with ``warmup``)."""
+        (self._warm_draws if warmup else self._draws).append(draws)
+        (self._warm_stats if warmup else self._stats).append(stats)
 
-    def joined(self) -> tuple[dict, dict]:
-        """The draws and statistics so far, each ``{name: array (chain, draw, ...)}``."""
+    def joined(self, warmup: bool = False) -> tuple[dict, dict]:
+        """The draws and statistics so far (of the warmup with ``warmup``), each ``{name: array (chain, draw, ...)}``."""
+        if warmup:
+            return _concat(self._warm_draws), _concat(self._warm_stats)
         return _concat(self._draws), _concat(self._stats)
 
     def save(self) -> None:
@@ -210,8 +216,11 @@ class Checkpoint:
 
         draws, stats = self.joined()
         self._draws, self._stats = ([draws], [stats]) if draws else ([], [])
+        warm_draws, warm_stats = self.joined(warmup=True)
+        self._warm_draws, self._warm_stats = ([warm_draws], [warm_stats]) if warm_draws else ([], [])
         arrays = {f"state/{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(jax.device_get(self.state)))}
-        arrays |= _flat("draws", draws) | _flat("stats", stats)
+        arrays |= (_flat("draws", draws) | _flat("stats", stats) | _flat("warmup_draws", warm_draws)
+                   | _flat("warmup_stats", warm_stats))
         buf = io.BytesIO()
         np.savez(buf, format_version=CHECKPOINT_VERSION, warm=self.warm, n=self.n, seconds=self.seconds, **arrays)
         write_atomic(self.path, buf.getvalue())

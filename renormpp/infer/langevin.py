@@ -211,6 +211,11 @@ class Langevin(MCMCKernel):
     def _core_state(self, position, state: LangevinState):
         return base.State(position, state.potential_energy, state.z_grad)
 
+    @property
+    def adapts_mass(self) -> bool:
+        """Whether the warmup learns a mass (a window of :mod:`renormpp.mcmc.adaptation`)."""
+        return self._adapt_mass
+
     def _core_args(self, ws: adaptation.WindowState) -> tuple:
         return (ws.step_size,)
 
@@ -342,7 +347,7 @@ class Langevin(MCMCKernel):
             return s._replace(adaptation=ws)
 
         update = jax.vmap(one) if batched else one
-        return jax.lax.cond(jnp.any(state.i < self._num_warmup), update, lambda old, s: s, state, new)
+        return jax.lax.cond(jnp.any(state.i < state.adaptation.schedule[..., 2]), update, lambda old, s: s, state, new)
 
     def _refresh_if_new_data(self, state, U, model_args, model_kwargs, batched):
         """The state keeps U and its gradient at its point; when the model's arguments changed since (``mcmc.run`` on

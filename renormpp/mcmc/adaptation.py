@@ -44,12 +44,22 @@ def step_size_adaptation(target_accept_prob: float):
 
 class WindowState(NamedTuple):
     """Warmup adaptation: the dual-averaging state, the Welford (mean, m2, n) of the positions, the current
-    ``step_size`` and ``inverse_mass``."""
+    ``step_size`` and ``inverse_mass``, and the ``schedule`` (start, stop, end): the draws that open and close the
+    mass window and end the warmup (:func:`reschedule` moves them)."""
 
     step: tuple
     mass: tuple
     step_size: jnp.ndarray
     inverse_mass: jnp.ndarray
+    schedule: jnp.ndarray
+
+
+def reschedule(state: WindowState, start, stop, end) -> WindowState:
+    """The warmup of ``state`` with its mass window moved to draws ``[start, stop)`` and its end to draw ``end``
+    (each an int or an array with one value per chain): how an adaptive-length warmup ends early
+    (:func:`renormpp.experiments.stages.sample`). Draws already past keep what they did."""
+    s = jnp.stack(jnp.broadcast_arrays(*(jnp.asarray(v, jnp.int32) for v in (start, stop, end))), axis=-1)
+    return state._replace(schedule=jnp.broadcast_to(s, state.schedule.shape).astype(state.schedule.dtype))
 
 
 def _regularize(cov, n):
@@ -85,7 +95,8 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
     ``init(step_size, dim)`` starts from a unit inverse mass; ``update(i, state, accept_prob, position)`` after
     draw ``i`` (0-based, counting warmup draws) returns the new state. During the warmup the step follows the
     dual-averaging iterate and becomes the averaged one at the last warmup draw; the mass, if adapted, is set
-    at draw 3W/4. After the warmup nothing changes (the chain is then an exact, fixed kernel). With ``rows`` (and
+    at draw 3W/4. These three draws (W/4, 3W/4, W) are the state's ``schedule``, which :func:`reschedule` can move
+    while the warmup runs. After the warmup nothing changes (the chain is then an exact, fixed kernel). With ``rows`` (and
     ``adapt_mass``) the inverse mass is a :class:`RowMass`: dense and shared on the rows of that weight matrix.
     ``frozen`` (a boolean mask of the position, or None): coordinates the dynamics does not move (inverse mass 0, see
     :mod:`.metrics`), e.g. those a Gibbs step draws.
@@ -93,7 +104,7 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
     step_init, step_update, step_final = step_size_adaptation(target_accept_prob)
     mass_init, mass_update, mass_final = welford_covariance(diagonal=True)
     W = int(num_warmup)
-    start, stop = W // 4, (3 * W) // 4
+    schedule = (W // 4, (3 * W) // 4, W)
 
     if rows is not None and not adapt_mass:
         raise ValueError("a row mass is learned in the warmup: rows needs adapt_mass=True")
@@ -109,7 +120,7 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
         inv_mass = RowMass.identity(dim, rows, dtype) if rows is not None else jnp.ones(dim, dtype)
         inv_mass = (RowMass(freeze(inv_mass.diag), inv_mass.block, inv_mass.factor, rows) if rows is not None
                     else freeze(inv_mass))
-        return WindowState(step_init(h) if adapt_step_size else (), mass, h, inv_mass)
+        return WindowState(step_init(h) if adapt_step_size else (), mass, h, inv_mass, jnp.array(schedule, jnp.int32))
 
     def gather(position, mass):
         if rows is None:
@@ -124,11 +135,12 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
         return RowMass.from_covariance(diag, row_final(mass[1]).astype(inv_mass.block.dtype), rows)
 
     def update(i, state: WindowState, accept_prob, position) -> WindowState:
-        warm = i < W
+        start, stop, end = state.schedule[0], state.schedule[1], state.schedule[2]
+        warm = i < end
         step, h, inv_mass, mass = state.step, state.step_size, state.inverse_mass, state.mass
         if adapt_step_size:
             new_step = step_update(step, accept_prob)
-            last = i + 1 == W
+            last = i + 1 == end
             h_new = jnp.where(last, step_final(new_step), jnp.exp(new_step[0])).astype(h.dtype)
             step, h = select(warm, (new_step, h_new), (step, h))
         if adapt_mass:
@@ -137,6 +149,6 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
             inv_mass = select(switch, estimate(mass, inv_mass), inv_mass)
             if adapt_step_size:  # the scale changed: adapt the step afresh from where it is
                 step = select(switch, step_init(h), step)
-        return WindowState(step, mass, h, inv_mass)
+        return state._replace(step=step, mass=mass, step_size=h, inverse_mass=inv_mass)
 
     return init, update

@@ -1,0 +1,139 @@
+r"""A warmup whose length adapts: each phase of the window schedule (:mod:`renormpp.mcmc.adaptation`) ends when it
+has done its job, not at a fixed fraction of ``num_warmup``.
+
+The fixed schedule over W draws relaxes and tunes the step on ``[0, W/4)``, learns the mass on ``[W/4, 3W/4)`` and
+tunes the step afresh on ``[3W/4, W)``. On the networks of the paper the chains relax from the prior in a few
+draws, so most of those W draws are spent after the job is done (problem 1 of ``benchmarks/samplers.py``: the
+recorded observables are stationary from draw ~10 of 200, and the step is settled by draw ~10 of each step window).
+:class:`AdaptiveWarmup` watches the warmup between blocks of draws and moves the schedule's boundaries
+(:func:`renormpp.mcmc.adaptation.reschedule`):
+
+1. **relaxed**: at draw n (at least ``min_relax``), the recorded observables of the draws ``[n/2, n)`` do not drift
+   (Geweke's test between the two halves of those draws, :func:`renormpp.diagnostics.drift`) and the chains agree
+   (:func:`renormpp.diagnostics.chain_spread`), every observable at the threshold for all of them judged together
+   (:func:`renormpp.diagnostics.equilibrium_z`). On so few draws the error bars are rough: chains in equilibrium
+   fail this check 10-30% of the time (simulated), which only costs the next block of draws;
+   then the mass window opens at n and lasts ``max(min_mass, n)`` draws (as long as the relaxation took, at least
+   ``min_mass``); without a mass to learn it is empty;
+2. **step settled**: at least ``min_final`` draws after the mass is set, every chain's step iterates of the last
+   ``min_final // 2`` draws average within a factor ``1 + step_tolerance`` of its dual-averaged step
+   (the one the chain keeps): the warmup ends after the next draw, which sets that step.
+
+The fixed schedule stays the bound: a phase that does not end early ends where it would have, so the warmup never
+runs longer than ``num_warmup`` draws. After the warmup the kernel is fixed and exact whatever the warmup did; the
+thermalization cut and the equilibrium tests of the analysis (:func:`renormpp.diagnostics.converged`) judge the
+draws as before.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .. import diagnostics
+from ..mcmc.adaptation import reschedule
+
+
+class AdaptiveWarmup:
+    """Ends the warmup of a chains' state early when its phases have done their job (see the module docstring).
+
+    >>> warm = AdaptiveWarmup(num_warmup=200, adapt_mass=True)
+    >>> while warm.running(state):
+    ...     state, draws, stats = chains.run(state, 10)
+    ...     state = warm.update(state, draws, stats)
+
+    ``draws``: the recorded observables of the block, arrays (chain, draw, ...); ``stats`` holds ``step_size``, the
+    step of each draw (chain, draw). :attr:`log` lists what was decided at which draw. ``history``:
+    ``(draws, stats)`` of the warmup draws made before (a resumed run), so that it decides as an uninterrupted one.
+    """
+
+    def __init__(self, num_warmup: int, adapt_mass: bool, *, min_relax: int = 20, min_mass: int = 50,
+                 min_final: int = 20, step_tolerance: float = 0.15, history: tuple[dict, dict] | None = None):
+        if min_relax < 16 or min_final < 4:
+            raise ValueError("min_relax >= 16 (the drift test needs 8 draws in half of them) and min_final >= 4")
+        self.num_warmup, self.adapt_mass = int(num_warmup), bool(adapt_mass)
+        self.min_relax, self.min_mass, self.min_final = int(min_relax), int(min_mass), int(min_final)
+        self.step_tolerance = float(step_tolerance)
+        self._series, self._steps = [], []
+        self.log: list[str] = []
+        if history is not None and history[0]:  # the warmup's draws before a resumption
+            self._remember(*history)
+
+    @staticmethod
+    def schedule(state) -> tuple[int, int, int]:
+        """(start, stop, end) of the mass window and the warmup, as the kernel runs them (the first chain's)."""
+        s = np.asarray(state.adaptation.schedule).reshape(-1, 3)[0]
+        return int(s[0]), int(s[1]), int(s[2])
+
+    @staticmethod
+    def done(state) -> int:
+        """Draws made so far, warmup included."""
+        return int(np.max(np.asarray(state.i)))
+
+    def running(self, state) -> bool:
+        return self.done(state) < self.schedule(state)[2]
+
+    def update(self, state, draws: dict, stats: dict):
+        """The state with its schedule moved after a block of warmup draws (the same state if nothing changes)."""
+        self._remember(draws, stats)
+        n = self.done(state)
+        start, stop, end = self.schedule(state)
+        if n < start and n >= self.min_relax and self._relaxed(n):
+            start = n
+            stop = min(n + max(self.min_mass, n), stop) if self.adapt_mass else n
+            self.log.append(f"draw {n}: relaxed; mass window [{start}, {stop})" if self.adapt_mass else
+                            f"draw {n}: relaxed")
+            return _with(state, start, stop, end)
+        if stop <= n < end - 1 and n - stop >= self.min_final and self._step_settled(state):
+            self.log.append(f"draw {n}: step settled at {np.round(np.exp(_averaged_log_step(state)), 4).tolist()}; "
+                            f"the warmup ends at draw {n + 1} (of at most {self.num_warmup})")
+            return _with(state, start, stop, n + 1)
+        return state
+
+    def _remember(self, draws, stats):
+        self._series.append(_quantities(draws))
+        self._steps.append(np.log(np.asarray(stats["step_size"], dtype=float)))
+
+    def _relaxed(self, n: int) -> bool:
+        series = {k: np.concatenate([b[k] for b in self._series], axis=1) for k in self._series[0]}
+        span = {k: x[:, -(n - n // 2):] for k, x in series.items()}  # the draws [n/2, n) of the warmup
+        family = len(span)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", diagnostics.ShortRunWarning)
+            for x in span.values():
+                dz = diagnostics.drift(x, cut=0, first=0.5, last=0.5).z  # halves: steadier on few draws
+                spread = diagnostics.chain_spread(x, cut=0)
+                if not (np.isfinite(dz) and abs(dz) <= diagnostics.equilibrium_z(family)) or spread.apart(family):
+                    return False
+        return True
+
+    def _step_settled(self, state) -> bool:
+        if not state.adaptation.step:  # a fixed step: nothing to settle
+            return True
+        recent = np.concatenate(self._steps, axis=1)[:, -(self.min_final // 2):].mean(axis=1)
+        return bool(np.all(np.abs(recent - _averaged_log_step(state)) <= np.log1p(self.step_tolerance)))
+
+
+def _quantities(draws: dict) -> dict:
+    """Every recorded scalar of a block: ``eps_g`` and the entries of ``overlap`` (upper triangle), (chain, draw)."""
+    out = {}
+    for k, x in draws.items():
+        x = np.asarray(x, dtype=float)
+        if x.ndim == 2:
+            out[k] = x
+        elif x.ndim == 4 and x.shape[-1] == x.shape[-2]:
+            for a, b in zip(*np.triu_indices(x.shape[-1])):
+                out[f"{k}[{a},{b}]"] = x[..., a, b]
+        else:
+            for j in np.ndindex(x.shape[2:]):
+                out[f"{k}{list(j)}"] = x[(slice(None), slice(None)) + j]
+    return out
+
+
+def _averaged_log_step(state) -> np.ndarray:
+    """Each chain's dual-averaged log step (the one it keeps when the warmup ends; NumPyro's ``DAState.x_avg``)."""
+    return np.asarray(state.adaptation.step[1], dtype=float).reshape(-1)
+
+
+def _with(state, start, stop, end):
+    return state._replace(adaptation=reschedule(state.adaptation, start, stop, end))
