@@ -34,7 +34,6 @@ from functools import partial
 import sys
 import time
 import warnings
-from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -107,7 +106,7 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
     L = stages.MAX_BLOCK  # one compilation for every block, as renormpp run does
     run = lambda state, n: chains.run(state, n, L)  # noqa: E731
     W = cfg.sampler.num_warmup
-    adaptive = stages._adaptive_warmup(cfg, chains, SimpleNamespace(state=state))
+    adaptive = stages.adaptive_warmup(cfg, chains, state)
     done = 0
     while done < W:  # as renormpp run does it: blocks of 10 draws while an adaptive warmup decides
         n = min(W - done, 50 if adaptive is None else stages.WARMUP_BLOCK)
@@ -115,7 +114,7 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
         done += n
         if adaptive is not None:
             state = adaptive.update(state, draws, stats)
-            W = stages._warmup_end(state, W)
+            W = stages.warmup_end(state, W)
     if adaptive is not None:
         print("    adaptive warmup: " + "; ".join(adaptive.log))
     jax.block_until_ready(state)

@@ -21,8 +21,8 @@ ALLOWED = {
     "diagnostics": {"theory", "models", "observables"},
     "plots": {"diagnostics", "theory"},
     "baselines": {"_checks", "datasets", "network", "theory"},
-    "experiments": {"baselines", "datasets", "diagnostics", "infer", "models", "network", "observables", "plots",
-                    "readout", "theory"},
+    "experiments": {"baselines", "datasets", "diagnostics", "infer", "mcmc", "models", "network", "observables",
+                    "plots", "readout", "theory"},
     "cli": {"experiments"},
 }
 

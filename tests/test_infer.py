@@ -544,7 +544,7 @@ def test_row_mass_and_frozen_v_through_the_numpyro_adapter():
              num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), d.X, d.Y, N1=6)
 
 
-# ---- the adaptive warmup (renormpp.infer.warmup) ----------------------------------------------------------------
+# ---- the adaptive warmup (renormpp.experiments.warmup) ----------------------------------------------------------------
 def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history=None):
     """Feed an AdaptiveWarmup blocks of given observables (chain, draw) and log-steps (chain, draw) as a chains' run
     would; the kernel's own schedule for 200 draws. Returns the controller and the (start, stop, end) after each
@@ -552,7 +552,7 @@ def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history
     from collections import namedtuple
 
     from renormpp import mcmc
-    from renormpp.infer.warmup import AdaptiveWarmup
+    from renormpp.experiments.warmup import AdaptiveWarmup
 
     init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=adapt_mass)
     state = namedtuple("State", "i adaptation")(jnp.zeros(2, jnp.int32), jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2)))
@@ -617,7 +617,7 @@ def test_a_resumed_adaptive_warmup_decides_as_an_uninterrupted_one():
     from collections import namedtuple
 
     from renormpp import mcmc
-    from renormpp.infer.warmup import AdaptiveWarmup
+    from renormpp.experiments.warmup import AdaptiveWarmup
 
     init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=True)
     ws = jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2))

@@ -205,7 +205,7 @@ class _Adapted(_Stepped):
     target_accept_prob: Optional[Probability] = None
     warmup: Literal["adaptive", "fixed"] = Field(
         "adaptive", description="'adaptive': each phase of the warmup (relaxation, mass window, step) ends when it "
-                                "has done its job, num_warmup being the most it takes (renormpp.infer.warmup); "
+                                "has done its job, num_warmup being the most it takes (renormpp.experiments.warmup); "
                                 "'fixed': always num_warmup draws, Stan's windows at 1/4 and 3/4")
     _target = 0.574
 

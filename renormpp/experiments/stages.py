@@ -174,8 +174,8 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
         chains, state = start_chains(p, data)
     ck = store.checkpoint(template=state)
     W, total = s.num_warmup, s.num_samples
-    adaptive = _adaptive_warmup(p, chains, ck)
-    W = _warmup_end(ck.state, W)
+    adaptive = adaptive_warmup(p, chains, ck.state, history=ck.joined(warmup=True))
+    W = warmup_end(ck.state, W)
     stopped = "num_samples"
     bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
                disable=not progress, leave=False, dynamic_ncols=True)
@@ -191,7 +191,7 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             dt = time.perf_counter() - t0
             if warmup and adaptive is not None:
                 state = adaptive.update(state, draws, stats)
-                W = _warmup_end(state, W)
+                W = warmup_end(state, W)
                 bar.total = W + total
             ck.state, ck.seconds = state, ck.seconds + dt
             if warmup:
@@ -236,20 +236,21 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     return Sampled(draws, stats, ck.seconds, sampler, notes, stopped or "num_samples", ck.warm)
 
 
-WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.infer.warmup)
+WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.experiments.warmup)
 
 
-def _adaptive_warmup(p, chains, ck):
-    """The point's :class:`~renormpp.infer.warmup.AdaptiveWarmup`, or None (a fixed warmup, or none left)."""
-    from ..infer.warmup import AdaptiveWarmup
+def adaptive_warmup(p, chains, state, history=None):
+    """The point's :class:`~renormpp.experiments.warmup.AdaptiveWarmup` for the chains' ``state`` (``history``: the
+    warmup's draws and statistics before a resumption), or None (a fixed warmup, or a kernel without one: NUTS)."""
+    from .warmup import AdaptiveWarmup
 
     s = p.sampler
-    if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(ck.state, "adaptation"):
+    if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(state, "adaptation"):
         return None
-    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, history=ck.joined(warmup=True))
+    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, history=history)
 
 
-def _warmup_end(state, num_warmup: int) -> int:
+def warmup_end(state, num_warmup: int) -> int:
     """The draw at which the warmup of ``state`` ends: its schedule's end (moved by an adaptive warmup), or
     ``num_warmup`` for kernels without one (NUTS)."""
     adaptation = getattr(state, "adaptation", None)
