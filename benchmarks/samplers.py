@@ -244,6 +244,7 @@ def main():
                     help="run ULA at these multiples of the paper's step (default: %(default)s)")
     ap.add_argument("--only", nargs="*", help="run only these candidates (names as printed)")
     ap.add_argument("--root", help="problem 3: the folder with MNIST's IDX files")
+    ap.add_argument("--seed", type=int, default=0, help="the chains' seed (run.seeds; the data stay the same)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -260,7 +261,7 @@ def main():
     for name, sampler in candidates(args.budget).items():
         if args.only and name not in args.only:
             continue
-        cfg = config(args.problem, sampler, root=args.root)
+        cfg = config(args.problem, sampler, seed=args.seed, root=args.root)
         draws, stats, t_warm, t_draw, state = timed_run(cfg, data, args.budget)
         t_need, info = accuracy_time(draws, t_warm, t_draw)
         results[name] = (t_need, info)
@@ -282,7 +283,7 @@ def main():
         estimates = []
         for k in args.ula_factors:
             ula = config(args.problem, dict(kind="ula", step_size=k * H_PAPER, inner_steps=100, num_warmup=0),
-                         root=args.root)
+                         seed=args.seed, root=args.root)
             draws, _, t_warm, t_draw, _ = timed_run(ula, data, args.ula_budget or args.budget)
             t_k, info = accuracy_time(draws, 0.0, t_draw)  # compilation (t_warm) is not scaled
             report(f"ULA at {k} x the paper's step", t_k, info, t_warm, t_draw, theory)
