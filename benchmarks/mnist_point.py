@@ -92,7 +92,10 @@ def main():
     res = os.path.join(point, "result.json")
     if os.path.exists(res):
         import json
-        print(f"stopped by: {json.load(open(res)).get('stopped')}  (target_error = accuracy reached and settled)")
+        result = json.load(open(res))
+        print(f"stopped by: {result.get('stopped')}  (target_error = accuracy reached and settled); warmup draws: "
+              f"{result.get('warmup_draws')} ({'; '.join(result.get('warmup_log', [])) or 'not shortened'}); draws per "
+              f"chain: {result.get('draws')}")
     print(ds.attrs.get("summary", ""))
     return code
 

@@ -419,6 +419,7 @@ def test_an_adaptive_warmup_ends_early_and_a_fixed_one_does_not(tmp_path):
         res[warmup] = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
     assert 20 < res["adaptive"]["warmup_draws"] < 120 and res["fixed"]["warmup_draws"] == 200
     assert f"adaptive warmup: {res['adaptive']['warmup_draws']} of at most 200 draws" in res["adaptive"]["sampler"]
+    assert f"ends at draw {res['adaptive']['warmup_draws']}" in res["adaptive"]["warmup_log"][-1]
     a, f = res["adaptive"], res["fixed"]
     assert abs(a["eps_g"] - f["eps_g"]) < 4 * np.hypot(a["eps_g_error"], f["eps_g_error"])
 

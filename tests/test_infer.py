@@ -599,11 +599,12 @@ def test_the_adaptive_warmup_ends_each_phase_when_it_is_done():
 def test_the_adaptive_warmup_waits_for_drifting_or_disagreeing_chains():
     rng = np.random.default_rng(1)
     kept = np.zeros((2, 200))
-    # a mean still falling (by ten error bars of a block in every block), and chains held 10 standard deviations apart: the
-    # relaxation phase never ends early, and the kernel's own schedule (50, 150, 200) stands
+    # a mean still falling (by ten error bars of a block in every block), and chains held 10 standard deviations
+    # apart: the relaxation phase never ends early, and though the step has settled (kept at its average) the warmup
+    # is not shortened either (MNIST at the paper's size): the kernel's own schedule (50, 150, 200) stands
     for obs in (_observables(rng, drift=-2.0), _observables(rng, apart=0.1)):
         warm, schedules = _warmup_run(obs, kept)
-        assert all(s[0] == 50 for s in schedules[:4]) and not any("relaxed" in line for line in warm.log)
+        assert set(schedules) == {(50, 150, 200)} and not warm.log
 
 
 def test_a_resumed_adaptive_warmup_decides_as_an_uninterrupted_one():

@@ -144,8 +144,8 @@ def describe(chains, state) -> str:
 class Sampled(NamedTuple):
     """What the sampling stage returns: the observables ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``,
     the sampler statistics, the wall time (summed over resumptions), the sampler's description, the warnings
-    it gave (also over resumptions), why sampling stopped and the warmup draws made (fewer than ``num_warmup`` where an
-    adaptive warmup ended early)."""
+    it gave (also over resumptions), why sampling stopped, the warmup draws made (fewer than ``num_warmup`` where an
+    adaptive warmup ended early) and what the adaptive warmup decided (:attr:`~renormpp.experiments.warmup.AdaptiveWarmup.log`)."""
 
     draws: dict
     stats: dict
@@ -154,6 +154,7 @@ class Sampled(NamedTuple):
     notes: list
     stopped: str = "num_samples"
     warmup: int = 0
+    warmup_log: tuple = ()
 
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
@@ -233,7 +234,8 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     sampler = describe(chains, ck.state)
     if adaptive is not None:
         sampler += f"; adaptive warmup: {W} of at most {s.num_warmup} draws"
-    return Sampled(draws, stats, ck.seconds, sampler, notes, stopped or "num_samples", ck.warm)
+    return Sampled(draws, stats, ck.seconds, sampler, notes, stopped or "num_samples", ck.warm,
+                   tuple(adaptive.log) if adaptive is not None else ())
 
 
 WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.experiments.warmup)
@@ -373,7 +375,7 @@ def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str)
     return dict(
         N1=p.model.N1, seed=p.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
         sampler=sampled.sampler, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
-        stopped=sampled.stopped, warmup_draws=sampled.warmup,
+        stopped=sampled.stopped, warmup_draws=sampled.warmup, warmup_log=list(sampled.warmup_log),
         sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),
