@@ -428,6 +428,15 @@ def chain_spread(series, cut="auto") -> ChainSpread:
     return ChainSpread(chi2, len(m) - 1, float(chi2_dist.sf(chi2, len(m) - 1)), tuple(m), tuple(e), cut)
 
 
+def scalar_series(draws: dict) -> dict:
+    """The quantities a run is judged on, each a series (chain, draw): ``eps_g`` and ``overlap[a,b]`` for a <= b, from
+    ``draws`` ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}`` (the names of :func:`compare`)."""
+    overlap = np.asarray(draws["overlap"])
+    D = overlap.shape[-1]
+    return {"eps_g": np.asarray(draws["eps_g"])} | {f"overlap[{a},{b}]": overlap[..., a, b]
+                                                   for a in range(D) for b in range(a, D)}
+
+
 def converged(estimate: ErrorEstimate, series, family: int = 1) -> bool:
     """The error bar of ``estimate`` (of ``series``, after its cut) can be trusted: its autocorrelation time is resolved
     (``reliable``), the chains agree (:func:`chain_spread`) and the mean does not drift (:func:`drift`), both tests

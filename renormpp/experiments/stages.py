@@ -280,8 +280,7 @@ def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
     (``eps_g`` relative, ``overlap`` the largest, ``rhat`` the largest R-hat, shown only). Every overlap entry is
     judged even where only ``eps_g`` has a target: a slow mode shows in some quantities before others, and eps_g alone
     can look settled while they still move."""
-    D = draws["overlap"].shape[-1]
-    series = [draws["eps_g"]] + [draws["overlap"][..., a, b] for a in range(D) for b in range(a, D)]
+    series = list(diagnostics.scalar_series(draws).values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short series are expected early on: they count as not reached
         est = [diagnostics.error_of_mean(x, method=method) for x in series]

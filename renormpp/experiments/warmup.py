@@ -93,7 +93,7 @@ class AdaptiveWarmup:
         return state
 
     def _remember(self, draws, stats):
-        self._series.append(_quantities(draws))
+        self._series.append(diagnostics.scalar_series(draws))
         self._steps.append(np.log(np.asarray(stats["step_size"], dtype=float)))
 
     def _relaxed(self, n: int) -> bool:
@@ -114,22 +114,6 @@ class AdaptiveWarmup:
             return True
         recent = np.concatenate(self._steps, axis=1)[:, -(self.min_final // 2):].mean(axis=1)
         return bool(np.all(np.abs(recent - _averaged_log_step(state)) <= np.log1p(self.step_tolerance)))
-
-
-def _quantities(draws: dict) -> dict:
-    """Every recorded scalar of a block: ``eps_g`` and the entries of ``overlap`` (upper triangle), (chain, draw)."""
-    out = {}
-    for k, x in draws.items():
-        x = np.asarray(x, dtype=float)
-        if x.ndim == 2:
-            out[k] = x
-        elif x.ndim == 4 and x.shape[-1] == x.shape[-2]:
-            for a, b in zip(*np.triu_indices(x.shape[-1])):
-                out[f"{k}[{a},{b}]"] = x[..., a, b]
-        else:
-            for j in np.ndindex(x.shape[2:]):
-                out[f"{k}{list(j)}"] = x[(slice(None), slice(None)) + j]
-    return out
 
 
 def _averaged_log_step(state) -> np.ndarray:
