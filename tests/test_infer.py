@@ -448,6 +448,53 @@ def test_init_params_are_respected_with_a_model():
     np.testing.assert_allclose(mcmc.get_samples()["v"][0], -0.2, atol=1e-3)
 
 
+def _eager_init(key, model, *args, **kw):
+    from numpyro.infer.initialization import init_to_sample
+    from numpyro.infer.util import initialize_model
+
+    info, pot, post, _ = initialize_model(key, model, dynamic_args=True, init_strategy=init_to_sample,
+                                         model_args=args, model_kwargs=kw)
+    return info, pot, post
+
+
+def _half_normal_model(X, Y, N1):
+    scale = numpyro.sample("scale", numpyro.distributions.HalfNormal(1.0))
+    w = numpyro.sample("w", numpyro.distributions.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    numpyro.sample("y", numpyro.distributions.Normal(X @ w, scale).to_event(1), obs=Y[:, 0])
+
+
+@pytest.mark.parametrize("model", [models.one_hidden_layer, functools.partial(models.one_hidden_layer,
+                                                                              integrate_v=True), _half_normal_model])
+def test_the_compiled_initialization_is_numpyros(model):
+    """``_initialize`` runs NumPyro's initialize_model in one compilation where the model allows it (unconstrained
+    sites), and NumPyro's eager path otherwise (a HalfNormal site): either way it gives what NumPyro gives, the same
+    initial draw, potential energy, gradient and constrained values, for one key and for a batch of keys."""
+    from numpyro.infer.initialization import init_to_sample
+
+    data = _small()
+    args, kw = (np.asarray(data.X, np.float64), np.asarray(data.Y, np.float64)), {"N1": 5}
+    trace = numpyro.handlers.trace(numpyro.handlers.seed(model, 0)).get_trace(*args, **kw)
+    assert infer.langevin._plain(trace) == (model is not _half_normal_model)  # which path is taken
+    with jax.enable_x64(True):  # float64: compiled and eager rounding agree to 1e-10, not only to float32's 1e-4
+        for key in (jax.random.PRNGKey(3), jax.random.split(jax.random.PRNGKey(4), 2)):
+            info, pot, post = infer.langevin._initialize(key, model, init_to_sample, args, kw)
+            ref, ref_pot, ref_post = _eager_init(key, model, *args, **kw)
+            jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), info, ref)
+            one = jax.tree_util.tree_map(lambda x: x if key.ndim == 1 else x[0], info.z)
+            np.testing.assert_allclose(pot(*args, **kw)(one), ref_pot(*args, **kw)(one), rtol=1e-12)
+            jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12),
+                                   post(*args, **kw)(one), ref_post(*args, **kw)(one))
+
+
+def test_the_compiled_initialization_still_refuses_nan_data():
+    data = _small()
+    X = np.asarray(data.X, np.float32).copy()
+    X[1, 2] = np.nan
+    kernel = infer.Langevin(models.one_hidden_layer, step_size=1e-4)
+    with pytest.raises(ValueError, match="X contains 1 NaN or inf"):
+        MCMC(kernel, num_warmup=0, num_samples=1, progress_bar=False).run(jax.random.PRNGKey(0), X, data.Y, N1=4)
+
+
 # ---- the adapters rebuild the potential from the arguments of every run -----------------------------------------
 @pytest.mark.parametrize("cls", ["Langevin", "KineticLangevin"])
 def test_a_continued_run_samples_the_new_data(cls):

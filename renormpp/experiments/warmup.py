@@ -80,7 +80,7 @@ class AdaptiveWarmup:
         self._remember(draws, stats)
         n = self.done(state)
         start, stop, end = self.schedule(state)
-        if n < start and n >= self.min_relax and self._relaxed(n):
+        if n <= start and n >= self.min_relax and self._relaxed(n):  # n = start: the window has not begun
             start = n
             stop = min(n + max(self.min_mass, n), stop) if self.adapt_mass else n
             self.log.append(f"draw {n}: relaxed; mass window [{start}, {stop})" if self.adapt_mass else

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 import zlib
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -111,19 +112,74 @@ def _warn_divergence(first, total, step_size):
 def _fingerprint(model_args, model_kwargs) -> jax.Array:
     """Eight numbers that change when the model's arguments change: fixed weighted sums of the arrays (the data)
     and values of the numbers (T, ...) in slots 0-3, checksums of anything else (names, functions) in slots 4-7.
-    Costs O(size of the data)."""
-    out = jnp.zeros(8, jnp.float32)
+    Costs O(size of the data), in one compiled function."""
+    arrays, slots, other = [], [], np.zeros(4, np.float32)
     leaves = jax.tree_util.tree_leaves((tuple(model_args), dict(model_kwargs)),
                                        is_leaf=lambda x: isinstance(x, list) and not isinstance(x, tuple))
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, list):  # data given as nested lists
             leaf = np.asarray(leaf, dtype=float)
         if isinstance(leaf, (jax.Array, np.ndarray, int, float, np.number)) and not isinstance(leaf, bool):
-            x = jnp.ravel(jnp.asarray(leaf, jnp.float32))
-            out = out.at[i % 4].add(jnp.sum(x * jnp.cos(0.7 * jnp.arange(x.size, dtype=jnp.float32))) + x.size)
+            arrays.append(leaf)
+            slots.append(i % 4)
         else:
-            out = out.at[4 + i % 4].add(zlib.crc32(repr(leaf).encode()) % 2**20)
-    return out
+            other[i % 4] += zlib.crc32(repr(leaf).encode()) % 2**20
+    return _fold(tuple(arrays), tuple(slots), other)
+
+
+@partial(jax.jit, static_argnums=1)
+def _fold(arrays, slots, other):
+    out = jnp.zeros(4, jnp.float32)
+    for x, i in zip(arrays, slots):
+        x = jnp.ravel(jnp.asarray(x, jnp.float32))
+        out = out.at[i].add(jnp.sum(x * jnp.cos(0.7 * jnp.arange(x.size, dtype=jnp.float32))) + x.size)
+    return jnp.concatenate([out, other])
+
+
+def _initialize(rng_key, model, init_strategy, model_args, model_kwargs):
+    """NumPyro's ``initialize_model`` (``dynamic_args=True``): ``(params_info, potential_gen, postprocess_gen)``.
+
+    NumPyro traces the model op by op, and every operation on the data compiles on its own (dozens of small
+    compilations, seconds per point). Here the same call runs inside one ``jax.jit``, with the model's arguments
+    closed over (so the model still sees, and checks, the concrete data), whenever the model's latent sites are all
+    unconstrained and it has no ``param`` sites: then nothing the trace leaves behind (transforms, substituted
+    values) holds a tracer. Any other model, or one that needs concrete values of what it computes, takes NumPyro's
+    eager path."""
+    def call(key):
+        return initialize_model(key, model, dynamic_args=True, init_strategy=init_strategy, model_args=model_args,
+                                model_kwargs=model_kwargs)
+
+    found = {}
+
+    def traced(key):
+        info, potential_gen, postprocess_gen, trace = call(key)
+        found.update(gens=(potential_gen, postprocess_gen), plain=_plain(trace))
+        return info
+
+    try:
+        staged = jax.jit(traced).trace(rng_key)
+    except jax.errors.ConcretizationTypeError:
+        found = {}
+    if found.get("plain"):
+        return (staged.lower().compile()(rng_key), *found["gens"])
+    info, potential_gen, postprocess_gen, _ = call(rng_key)
+    return info, potential_gen, postprocess_gen
+
+
+def _plain(trace) -> bool:
+    """Whether a model trace has only unconstrained (real) latent sites and no ``param``/``mutable`` sites."""
+    from numpyro.distributions import constraints
+
+    for site in trace.values():
+        if site["type"] in ("param", "mutable"):
+            return False
+        if site["type"] == "sample" and not site["is_observed"]:
+            support = site["fn"].support
+            while isinstance(support, constraints.independent):
+                support = support.base_constraint
+            if support is not constraints.real:
+                return False
+    return True
 
 
 class _Bound(NamedTuple):
@@ -258,10 +314,8 @@ class Langevin(MCMCKernel):
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(rng_key) if batched else jax.random.split(rng_key, 3)
         rng_key, key_init, key_core = (keys[:, j] for j in range(3)) if batched else keys
         if self._model is not None:
-            params_info, potential_gen, postprocess_gen, _ = initialize_model(
-                key_init, self._model, dynamic_args=True, init_strategy=self._init_strategy,
-                model_args=model_args, model_kwargs=model_kwargs,
-            )
+            params_info, potential_gen, postprocess_gen = _initialize(key_init, self._model, self._init_strategy,
+                                                                      model_args, model_kwargs)
             if init_params is None:  # MCMC.run(..., init_params=...) takes precedence over init_strategy
                 init_params = params_info[0]
         else:
