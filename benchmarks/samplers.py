@@ -72,6 +72,8 @@ def candidates(budget):
         "kinetic on w, v integrated out": dict(kinetic, v_sampling="integrated"),
         "kinetic on w, v integrated out, Neal's acceptance": dict(kinetic, v_sampling="integrated", accept_shift=0.05),
         "kinetic on w, v integrated out, fixed warmup": dict(kinetic, v_sampling="integrated", warmup="fixed"),
+        "kinetic on w, v integrated out, per-chain adaptation": dict(kinetic, v_sampling="integrated",
+                                                                     adaptation="per_chain"),
         "kinetic on w, v integrated out, warmup 100": dict(kinetic, v_sampling="integrated", num_warmup=100,
                                                            warmup="fixed"),
         "kinetic on w, v integrated out, warmup 50": dict(kinetic, v_sampling="integrated", num_warmup=50,

@@ -70,15 +70,22 @@ def test_mala_step_adaptation_reaches_the_target_and_stays_exact():
         infer.Langevin(potential_fn=gaussian_potential, step_size=0.1, adapt_step_size=True)
 
 
-def test_kinetic_langevin_is_exact_and_learns_the_scales():
+@pytest.mark.parametrize("pooled", [False, True])
+def test_kinetic_langevin_is_exact_and_learns_the_scales(pooled):
     """Adjusted OBABO (generalized HMC) on an anisotropic Gaussian: exact variances, the diagonal inverse mass
-    adapted to the variances, the step tuned to the target acceptance and fixed after the warmup."""
-    kernel = infer.KineticLangevin(potential_fn=gaussian_potential, step_size=1e-2, inner_steps=5)
+    adapted to the variances, the step tuned to the target acceptance and fixed after the warmup. Pooled over the
+    200 chains, one mass and one step for all, the mass from 200 times as many positions (so much closer)."""
+    kernel = infer.KineticLangevin(potential_fn=gaussian_potential, step_size=1e-2, inner_steps=5,
+                                   pooled_adaptation=pooled)
     mcmc = MCMC(kernel, num_warmup=400, num_samples=300, num_chains=200, chain_method="vectorized",
                 progress_bar=False)
     mcmc.run(jax.random.PRNGKey(5), init_params=jnp.zeros((200, 3)), extra_fields=("accept_prob", "step_size"))
     inv_mass = np.asarray(mcmc.last_state.inverse_mass)
     np.testing.assert_allclose(np.median(inv_mass, axis=0), SIGMA**2, rtol=0.3)
+    if pooled:  # 200 x 200 draws with tau of a few: a few percent
+        np.testing.assert_array_equal(inv_mass, np.broadcast_to(inv_mass[0], inv_mass.shape))
+        np.testing.assert_allclose(inv_mass[0], SIGMA**2, rtol=0.05)
+        assert np.ptp(np.asarray(mcmc.last_state.step_size)) == 0
     steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["step_size"])
     assert np.all(steps == steps[:, :1]) and np.all(steps[:, 0] > 0.1)
     acc = float(mcmc.get_extra_fields()["accept_prob"].mean())
@@ -592,7 +599,7 @@ def test_row_mass_and_frozen_v_through_the_numpyro_adapter():
 
 
 # ---- the adaptive warmup (renormpp.experiments.warmup) ----------------------------------------------------------------
-def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history=None):
+def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history=None, **options):
     """Feed an AdaptiveWarmup blocks of given observables (chain, draw) and log-steps (chain, draw) as a chains' run
     would; the kernel's own schedule for 200 draws. Returns the controller and the (start, stop, end) after each
     block."""
@@ -603,7 +610,7 @@ def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history
 
     init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=adapt_mass)
     state = namedtuple("State", "i adaptation")(jnp.zeros(2, jnp.int32), jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2)))
-    warm = AdaptiveWarmup(200, adapt_mass, history=history)
+    warm = AdaptiveWarmup(200, adapt_mass, history=history, **options)
     schedules = []
     for b in range(0, draws, block):
         part = slice(b, b + block)
@@ -641,6 +648,14 @@ def test_the_adaptive_warmup_ends_each_phase_when_it_is_done():
     assert lone[-1][0] == lone[-1][1] <= 40
     # a step still moving (here 2x the averaged one) keeps the warmup to its full length
     assert _warmup_run(obs, np.full((2, 200), np.log(2.0)))[1][-1] == (start, start + 50, 200)
+    # chains that adapt together gather 50 positions in 25 draws of 2 chains
+    pooled = _warmup_run(obs, kept, pooled_chains=2)[1]
+    assert pooled[-1][:2] == (start, start + 25) and start + 25 + 20 <= pooled[-1][2] - 1 <= check  # (a false alarm
+    # of the short relaxation test may cost a block)
+    # relaxed at the draw where the fixed window would open (50): the window still shrinks to max(50, n) draws
+    assert _warmup_run(obs, kept, min_relax=50)[1][4] == (50, 100, 200)
+    with pytest.raises(ValueError, match="pooled_chains"):
+        _warmup_run(obs, kept, pooled_chains=0)
 
 
 def test_the_adaptive_warmup_waits_for_drifting_or_disagreeing_chains():

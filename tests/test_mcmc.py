@@ -213,6 +213,28 @@ def test_a_zero_inverse_mass_freezes_a_coordinate_and_gibbs_on_it_stays_exact():
     assert all(abs(v) < 4 for v in z.values()), z
 
 
+def test_a_pooled_window_learns_the_mass_from_every_chain_and_the_step_from_their_mean_acceptance():
+    """Pooled adaptation: a stack of k positions per draw gives the regularized variance of all k n positions of the
+    window (by hand), and the step follows the dual averaging of the mean acceptance, as one chain fed that mean."""
+    init, update = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=True)
+    ws = mcmc.adaptation.reschedule(init(0.1, 3), 2, 8, 20)
+    alone = ws
+    rng = np.random.default_rng(1)
+    positions = rng.normal(size=(20, 3, 3)) * np.array([1.0, 2.0, 0.5])  # (draw, chain, coordinate)
+    accepts = rng.uniform(0.5, 1.0, size=(20, 3))
+    for i in range(20):
+        mean_accept = jnp.float32(accepts[i].mean())
+        ws = update(i, ws, mean_accept, jnp.asarray(positions[i], jnp.float32))
+        alone = update(i, alone, mean_accept, jnp.asarray(positions[i, 0], jnp.float32))
+        if i == 7:
+            n = 3 * 6
+            pooled = positions[2:8].reshape(n, 3)
+            expected = n / (n + 5.0) * pooled.var(axis=0, ddof=1) + 1e-3 * 5.0 / (n + 5.0)
+            np.testing.assert_allclose(np.asarray(ws.inverse_mass), expected, rtol=1e-4)
+            assert not np.allclose(np.asarray(alone.inverse_mass), expected, rtol=1e-2)  # one chain's is not it
+    np.testing.assert_allclose(np.asarray(ws.step_size), np.asarray(alone.step_size), rtol=1e-6)
+
+
 def test_a_moved_schedule_learns_the_mass_in_its_window_and_fixes_the_step_at_its_end():
     """reschedule (the adaptive warmup's lever): the mass is the regularized variance of the positions of the moved
     window [start, stop), computed here by hand; the step after the moved end is the dual-averaged one and stays."""

@@ -207,6 +207,10 @@ class _Adapted(_Stepped):
         "adaptive", description="'adaptive': each phase of the warmup (relaxation, mass window, step) ends when it "
                                 "has done its job, num_warmup being the most it takes (renormpp.experiments.warmup); "
                                 "'fixed': always num_warmup draws, Stan's windows at 1/4 and 3/4")
+    adaptation: Literal["pooled", "per_chain"] = Field(
+        "pooled", description="'pooled': with vectorized chains, one step and mass learned from all chains together "
+                              "(their mean acceptance, every chain's positions in the mass window); 'per_chain': "
+                              "each chain adapts on its own, as Stan does")
     _target = 0.574
 
     @model_validator(mode="after")

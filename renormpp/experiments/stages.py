@@ -99,7 +99,8 @@ def make_kernel(p, data):
     gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation)
              if s.v_sampling == "gibbs" else None)
     common = dict(step_size=s.step_size, inner_steps=s.inner_steps, observables=record, gibbs_fn=gibbs,
-                  warn_divergences=False)  # checked on the host after every block (renormpp.infer.Chains)
+                  warn_divergences=False,  # checked on the host after every block (renormpp.infer.Chains)
+                  pooled_adaptation=getattr(s, "adaptation", "per_chain") == "pooled")
     if s.kind == "kinetic":
         first_layer = layer_sites(m.depth)[0]
         return KineticLangevin(mlp, friction=s.friction, adapt_step_size=s.adapt_step_size,
@@ -249,7 +250,9 @@ def adaptive_warmup(p, chains, state, history=None):
     s = p.sampler
     if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(state, "adaptation"):
         return None
-    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, history=history)
+    pooled = getattr(s, "adaptation", "per_chain") == "pooled" and s.chain_method == "vectorized"
+    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, pooled_chains=s.num_chains if pooled else 1,
+                          history=history)
 
 
 def warmup_end(state, num_warmup: int) -> int:

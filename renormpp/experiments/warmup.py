@@ -13,8 +13,9 @@ recorded observables are stationary from draw ~10 of 200, and the step is settle
    (:func:`renormpp.diagnostics.chain_spread`), every observable at the threshold for all of them judged together
    (:func:`renormpp.diagnostics.equilibrium_z`). On so few draws the error bars are rough: chains in equilibrium
    fail this check 10-30% of the time (simulated), which only costs the next block of draws;
-   then the mass window opens at n and lasts ``max(min_mass, n)`` draws (as long as the relaxation took, at least
-   ``min_mass``); without a mass to learn it is empty;
+   then the mass window opens at n and gathers ``max(min_mass, n)`` positions (as many as the relaxation took
+   draws, at least ``min_mass``): that many draws, or that many divided by the number of chains where the chains
+   adapt together (``pooled_chains``, ``sampler.adaptation = "pooled"``); without a mass to learn it is empty;
 2. **step settled, chains still relaxed**: at least ``min_final`` draws after the mass is set, every chain's step
    iterates of the last ``min_final // 2`` draws average within a factor ``1 + step_tolerance`` of its dual-averaged
    step (the one the chain keeps), and the test of 1. passes again on ``[n/2, n)``: the warmup ends after the next
@@ -50,10 +51,13 @@ class AdaptiveWarmup:
     """
 
     def __init__(self, num_warmup: int, adapt_mass: bool, *, min_relax: int = 20, min_mass: int = 50,
-                 min_final: int = 20, step_tolerance: float = 0.15, history: tuple[dict, dict] | None = None):
+                 min_final: int = 20, step_tolerance: float = 0.15, pooled_chains: int = 1,
+                 history: tuple[dict, dict] | None = None):
         if min_relax < 16 or min_final < 4:
             raise ValueError("min_relax >= 16 (the drift test needs 8 draws in half of them) and min_final >= 4")
-        self.num_warmup, self.adapt_mass = int(num_warmup), bool(adapt_mass)
+        if int(pooled_chains) != pooled_chains or pooled_chains < 1:
+            raise ValueError(f"pooled_chains must be a positive integer; got {pooled_chains!r}")
+        self.num_warmup, self.adapt_mass, self.pooled_chains = int(num_warmup), bool(adapt_mass), int(pooled_chains)
         self.min_relax, self.min_mass, self.min_final = int(min_relax), int(min_mass), int(min_final)
         self.step_tolerance = float(step_tolerance)
         self._series, self._steps = [], []
@@ -82,7 +86,8 @@ class AdaptiveWarmup:
         start, stop, end = self.schedule(state)
         if n <= start and n >= self.min_relax and self._relaxed(n):  # n = start: the window has not begun
             start = n
-            stop = min(n + max(self.min_mass, n), stop) if self.adapt_mass else n
+            window = -(-max(self.min_mass, n) // self.pooled_chains)  # positions gathered: window x pooled chains
+            stop = min(n + window, stop) if self.adapt_mass else n
             self.log.append(f"draw {n}: relaxed; mass window [{start}, {stop})" if self.adapt_mass else
                             f"draw {n}: relaxed")
             return _with(state, start, stop, end)

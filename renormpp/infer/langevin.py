@@ -217,6 +217,11 @@ class Langevin(MCMCKernel):
         (the v moves they also make are harmless). Each part leaves the posterior invariant, so the
         composition does. The sites must be unconstrained (a Normal prior, as v's). ``gibbs_fn`` holds its own
         data: build a new one to continue on new data.
+    pooled_adaptation : with vectorized chains, the warmup adapts one step (and mass) for all chains from all of
+        them: the dual averaging follows their mean acceptance, the mass window gathers every chain's positions, so
+        a window of n draws of k chains learns from k n positions (cross-chain adaptation). The chains stay
+        independent given what they learned, and exact after the warmup. Without it (and with
+        ``chain_method="sequential"``) each chain adapts on its own, as Stan does.
     warn_divergences : warn (from a host callback) at the first divergence of each chain. With False,
         divergences are only flagged (``diverging``, ``num_divergent``), and draws are still never NaN.
 
@@ -230,7 +235,7 @@ class Langevin(MCMCKernel):
                  inner_steps: int = 1, observables: Callable | None = None,
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = False, target_accept_prob: float | None = None,
-                 gibbs_fn: Callable | None = None, gibbs_sites=("v",)):
+                 gibbs_fn: Callable | None = None, gibbs_sites=("v",), pooled_adaptation: bool = False):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model or potential_fn")
         step_size = positive("step_size", step_size, "the Langevin step h")
@@ -248,6 +253,7 @@ class Langevin(MCMCKernel):
         self._step_size, self._adjust, self._inner_steps = float(step_size), bool(adjust), int(inner_steps)
         self._observables, self._init_strategy = observables, init_strategy
         self._warn_divergences = bool(warn_divergences)
+        self._pooled = bool(pooled_adaptation)
         self._adapt_step, self._adapt_mass, self._target = bool(adapt_step_size), False, float(target)
         self._row_mass, self._freeze_gibbs = None, False
         self._gibbs_fn, self._gibbs_sites = gibbs_fn, tuple(gibbs_sites)
@@ -396,11 +402,17 @@ class Langevin(MCMCKernel):
     def _adapt(self, state, new, batched):
         """The warmup's adaptation after a draw (:mod:`renormpp.mcmc.adaptation`), skipped once every chain is past
         the warmup: outside the vmap over chains, so that the skip is a real branch (not both sides computed)."""
-        def one(old, s):
-            ws = self._warm_update(old.i, s.adaptation, s.accept_prob, ravel_pytree(s.z)[0])
-            return s._replace(adaptation=ws)
+        def one(old, s, accept_prob, position):
+            return s._replace(adaptation=self._warm_update(old.i, s.adaptation, accept_prob, position))
 
-        update = jax.vmap(one) if batched else one
+        flat = jax.vmap(lambda z: ravel_pytree(z)[0]) if batched else (lambda z: ravel_pytree(z)[0])
+        if batched and self._pooled:  # every chain adapts from all of them: the same step and mass for all
+            def update(old, s):
+                return jax.vmap(one, in_axes=(0, 0, None, None))(old, s, jnp.mean(s.accept_prob), flat(s.z))
+        else:
+            def update(old, s):
+                return (jax.vmap(one) if batched else one)(old, s, s.accept_prob, flat(s.z))
+
         return jax.lax.cond(jnp.any(state.i < state.adaptation.schedule[..., 2]), update, lambda old, s: s, state, new)
 
     def _refresh_if_new_data(self, state, U, model_args, model_kwargs, batched):
@@ -442,6 +454,8 @@ class Langevin(MCMCKernel):
             text += f" (h*curvature = {self._step_size * self.curvature:.2g} at the start; bound {ULA_BIAS_BOUND})"
         if state is not None and self._adjust:
             text += f", mean acceptance {float(np.mean(np.asarray(state.mean_accept_prob))):.2f}"
+        if self._pooled and (self._adapt_step or self._adapt_mass):
+            text += ", adaptation pooled over the chains"
         return text + f", {self._inner_steps} updates per draw" + (", exact Gibbs draw of "
                                                                    f"{'/'.join(self._gibbs_sites)}" if self._gibbs_fn
                                                                    else "")
@@ -507,11 +521,12 @@ class KineticLangevin(Langevin):
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float | None = None,
                  gibbs_fn: Callable | None = None, gibbs_sites=("v",), row_mass: str | None = None,
-                 freeze_gibbs_sites: bool = False, accept_shift: float = 0.0):
+                 freeze_gibbs_sites: bool = False, accept_shift: float = 0.0, pooled_adaptation: bool = False):
         super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
-                         target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites)
+                         target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites,
+                         pooled_adaptation=pooled_adaptation)
         self._friction = positive("friction", friction, "the friction gamma")
         self._adapt_mass = bool(adapt_mass)
         if row_mass is not None and not self._adapt_mass:

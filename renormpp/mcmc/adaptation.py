@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from numpyro.infer.hmc_util import dual_averaging, welford_covariance
 
@@ -93,7 +94,9 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
     """``(init, update)`` of the whole warmup schedule over ``num_warmup`` recorded draws.
 
     ``init(step_size, dim)`` starts from a unit inverse mass; ``update(i, state, accept_prob, position)`` after
-    draw ``i`` (0-based, counting warmup draws) returns the new state. During the warmup the step follows the
+    draw ``i`` (0-based, counting warmup draws) returns the new state. ``position`` may be a stack (k, dim): the k
+    positions of chains that adapt together (pooled adaptation, with ``accept_prob`` their mean acceptance), so that
+    a window of n draws learns the mass from k n positions. During the warmup the step follows the
     dual-averaging iterate and becomes the averaged one at the last warmup draw; the mass, if adapted, is set
     at draw 3W/4. These three draws (W/4, 3W/4, W) are the state's ``schedule``, which :func:`reschedule` can move
     while the warmup runs. After the warmup nothing changes (the chain is then an exact, fixed kernel). With ``rows`` (and
@@ -122,10 +125,13 @@ def window_adaptation(num_warmup: int, target_accept_prob: float, adapt_step_siz
                     else freeze(inv_mass))
         return WindowState(step_init(h) if adapt_step_size else (), mass, h, inv_mass, jnp.array(schedule, jnp.int32))
 
-    def gather(position, mass):
+    def gather_one(mass, position):
         if rows is None:
-            return mass_update(position, mass)
-        return mass_update(position, mass[0]), row_update(position, mass[1])
+            return mass_update(position, mass), None
+        return (mass_update(position, mass[0]), row_update(position, mass[1])), None
+
+    def gather(position, mass):  # one position, or a stack of them (the chains of a pooled adaptation)
+        return jax.lax.scan(gather_one, mass, position if position.ndim == 2 else position[None])[0]
 
     def estimate(mass, inv_mass):
         """The inverse mass from the draws gathered so far."""
