@@ -6,8 +6,8 @@ Run:  .venv/bin/python benchmarks/load.py            (about 6 min on 2 cores)
       .venv/bin/python benchmarks/load.py --quick    (smoke run at a small size)
 
 Problem 1: P=500, N0=100, N1=250, D=3, linear teacher, erf, T=0.01; the default sampler of ``renormpp run``
-(kinetic Langevin, Metropolis-adjusted, with an exact Gibbs draw of v after every draw), 2 chains, 10 updates per
-draw. Each measurement, in a fresh process: 60 warmup draws, one untimed block of 20 (it compiles), then 3 timed
+(kinetic Langevin, Metropolis-adjusted, on w with v integrated out since issue 17; an exact Gibbs draw of v after
+every draw before), 2 chains, 10 updates per draw. Each measurement, in a fresh process: 60 warmup draws, one untimed block of 20 (it compiles), then 3 timed
 blocks of 20 draws; the median block gives ms per draw.
 The competing job is a loop of 1000 x 1000 matrix products in numpy with OPENBLAS_NUM_THREADS=2. Target (issue 14):
 slowdown beside the competing job <= 1.5x.
