@@ -158,7 +158,8 @@ def _initialize(rng_key, model, init_strategy, model_args, model_kwargs):
 
     try:
         staged = jax.jit(traced).trace(rng_key)
-    except jax.errors.ConcretizationTypeError:
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+            jax.errors.TracerIntegerConversionError):  # it wants concrete values: NumPyro's own path decides
         found = {}
     if found.get("plain"):
         return (staged.lower().compile()(rng_key), *found["gens"])
