@@ -250,8 +250,8 @@ def adaptive_warmup(p, chains, state, history=None):
     s = p.sampler
     if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(state, "adaptation"):
         return None
-    pooled = getattr(s, "adaptation", "per_chain") == "pooled" and s.chain_method == "vectorized"
-    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, pooled_chains=s.num_chains if pooled else 1,
+    pooled = chains.kernel.pools_adaptation and chains.chain_method == "vectorized"
+    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, pooled_chains=chains.num_chains if pooled else 1,
                           history=history)
 
 

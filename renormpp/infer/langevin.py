@@ -279,6 +279,11 @@ class Langevin(MCMCKernel):
         """Whether the warmup learns a mass (a window of :mod:`renormpp.mcmc.adaptation`)."""
         return self._adapt_mass
 
+    @property
+    def pools_adaptation(self) -> bool:
+        """Whether vectorized chains adapt together (``pooled_adaptation``)."""
+        return self._pooled
+
     def _core_args(self, ws: adaptation.WindowState) -> tuple:
         return (ws.step_size,)
 
