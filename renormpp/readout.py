@@ -21,7 +21,7 @@ Then, for every output a, b (the same covariance for each output):
   so :math:`E[\epsilon_g|w] = \frac1{P_0}\sum_{x_0}\big(\|y_0 - E[f(x_0)|w]\|^2 + D\,{\rm Var}(f(x_0)|w)\big)`;
 * :math:`\log p(Y|w) = -\frac12{\rm tr}(Y^\top\beta) - \frac D2\log\det C - \frac{PD}2\log 2\pi`.
 
-Everything costs one :math:`P\times P` Cholesky factor and :math:`O(P^2 N_1)`. Averaging the conditional
+Everything costs one :math:`P\times P` Cholesky factor (inverted: :func:`cholesky_inverse`) and :math:`O(P^2 N_1)`. Averaging the conditional
 expectations over draws of w (Rao-Blackwellization) never has a larger variance than averaging the
 observables of draws of (w, v); sampling w from its marginal (``one_hidden_layer(..., integrate_v=True)``)
 removes the slow coupling between w and v altogether.
@@ -33,7 +33,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_solve
 
 from ._checks import data_pair
 from .network import ActivationLike, check_input_width, hidden
@@ -41,13 +40,49 @@ from .network import ActivationLike, check_input_width, hidden
 
 class Conditional(NamedTuple):
     """The Gaussian of f and v given the hidden weights, on the training set: features ``phi`` (P, N1),
-    ``K`` = K_w(X, X), the Cholesky factor ``L`` of C = K + T 1, and the dual coefficients ``dual_coef`` = C^{-1} Y."""
+    ``K`` = K_w(X, X), the inverse ``L_inv`` of the Cholesky factor of C = K + T 1 (:func:`cholesky_inverse`), the
+    dual coefficients ``dual_coef`` = C^{-1} Y, and the temperature ``T``."""
 
     phi: jax.Array
     K: jax.Array
-    L: jax.Array
+    L_inv: jax.Array
     dual_coef: jax.Array
     lambda1: float
+    T: float
+
+
+# Below this size cholesky_inverse calls LAPACK; above it, matrix products. On XLA's CPU backend LAPACK's
+# triangular solves run at a fraction of its matrix product's speed (benchmarks/README.md, issue 17 round 8).
+_LEAF = 128
+
+
+def cholesky_inverse(S, leaf: int | None = None):
+    r"""``(L_inv, d)``: the inverse :math:`L^{-1}` of the lower Cholesky factor of a symmetric positive-definite S,
+    and the diagonal d of L (so :math:`\log\det S = 2\sum\log d` and :math:`S^{-1} = L^{-\top}L^{-1}`).
+
+    Recursive 2 x 2 blocking, :math:`S = \begin{pmatrix}S_{11} & S_{21}^\top\\ S_{21} & S_{22}\end{pmatrix}`:
+
+    .. math::
+        L_{21} = S_{21}L_{11}^{-\top},\qquad L_{22}L_{22}^\top = S_{22} - L_{21}L_{21}^\top,\qquad
+        (L^{-1})_{21} = -L_{22}^{-1}L_{21}L_{11}^{-1},
+
+    LAPACK's Cholesky factor and triangular solve only on the diagonal blocks of at most ``leaf`` rows (default
+    ``_LEAF``), everything else in matrix products: the same blocked algorithm as LAPACK's ``potrf`` (the same
+    Schur complements), with the inverse built alongside (Du Croz and Higham's triangular inversion). A matrix
+    that is not positive definite in the working precision gives NaN, as ``jnp.linalg.cholesky`` does.
+    """
+    leaf = _LEAF if leaf is None else int(leaf)
+    n = S.shape[-1]
+    if n <= leaf:
+        L = jnp.linalg.cholesky(S)
+        return jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=S.dtype), lower=True), jnp.diag(L)
+    k = n // 2
+    I11, d1 = cholesky_inverse(S[:k, :k], leaf)
+    L21 = S[k:, :k] @ I11.T
+    I22, d2 = cholesky_inverse(S[k:, k:] - L21 @ L21.T, leaf)
+    I21 = -(I22 @ (L21 @ I11))
+    top = jnp.concatenate([I11, jnp.zeros((k, n - k), S.dtype)], axis=1)
+    return jnp.concatenate([top, jnp.concatenate([I21, I22], axis=1)], axis=0), jnp.concatenate([d1, d2])
 
 
 def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf") -> Conditional:
@@ -55,14 +90,14 @@ def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: Act
     hidden biases ``b``; ``v`` and other sites are ignored)."""
     phi = hidden(params, X, activation)
     K = phi @ phi.T / (lambda1 * phi.shape[-1])
-    L = jnp.linalg.cholesky(K + T * jnp.eye(K.shape[0], dtype=K.dtype))
-    return Conditional(phi, K, L, cho_solve((L, True), Y), lambda1)
+    L_inv, _ = cholesky_inverse(K + T * jnp.eye(K.shape[0], dtype=K.dtype))
+    return Conditional(phi, K, L_inv, L_inv.T @ (L_inv @ Y), lambda1, T)
 
 
 def log_marginal(cond: Conditional, Y):
     r""":math:`\log p(Y|w)`, the readout integrated out."""
     P, D = Y.shape
-    return (-0.5 * jnp.sum(Y * cond.dual_coef) - D * jnp.sum(jnp.log(jnp.diag(cond.L)))
+    return (-0.5 * jnp.sum(Y * cond.dual_coef) + D * jnp.sum(jnp.log(jnp.diag(cond.L_inv)))
             - 0.5 * P * D * jnp.log(2 * jnp.pi))
 
 
@@ -94,16 +129,16 @@ def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation:
 
 
 def _evidence_parts(A, Y, T):
-    """The Cholesky factor of the smaller Gram matrix (``G = A^T A + T`` where N1 < P, else ``C = A A^T + T``),
-    and ``B = C^{-1} Y`` (the dual coefficients)."""
+    """The inverse ``S_inv`` of the smaller Gram matrix (``G = A^T A + T`` where N1 < P, else ``C = A A^T + T``),
+    log det C, and ``B = C^{-1} Y`` (the dual coefficients)."""
     P, N1 = A.shape
-    if N1 < P:
-        L = jnp.linalg.cholesky(A.T @ A + T * jnp.eye(N1, dtype=A.dtype))
-        B = (Y - A @ cho_solve((L, True), A.T @ Y)) / T
-    else:
-        L = jnp.linalg.cholesky(A @ A.T + T * jnp.eye(P, dtype=A.dtype))
-        B = cho_solve((L, True), Y)
-    return L, B
+    small = N1 < P
+    S = A.T @ A if small else A @ A.T
+    L_inv, d = cholesky_inverse(S + T * jnp.eye(S.shape[-1], dtype=A.dtype))
+    S_inv = L_inv.T @ L_inv
+    logdet = 2 * jnp.sum(jnp.log(d)) + max(P - N1, 0) * jnp.log(T)
+    B = (Y - A @ (S_inv @ (A.T @ Y))) / T if small else S_inv @ Y
+    return S_inv, logdet, B
 
 
 @jax.custom_vjp
@@ -114,9 +149,10 @@ def _log_evidence(A, Y, T):
     .. math::
         \partial_A = B B^\top A - D\,M,\qquad \partial_Y = -B,\qquad
         \partial_T = \tfrac12\|B\|^2 - \tfrac D2\,{\rm tr}\,C^{-1},\quad
-        {\rm tr}\,C^{-1} = \big(P - {\rm tr}\,A^\top M\big)/T,
+        {\rm tr}\,C^{-1} = {\rm tr}\,G^{-1} + (P - N_1)/T,
 
-    one Cholesky factor and two triangular solves in the smaller Gram matrix (:math:`O(PN_1\min(P, N_1))`).
+    from the inverse of the smaller Gram matrix (:func:`cholesky_inverse`), all in matrix products
+    (:math:`O(PN_1\min(P, N_1))`).
     """
     return _log_evidence_fwd(A, Y, T)[0]
 
@@ -124,19 +160,18 @@ def _log_evidence(A, Y, T):
 def _log_evidence_fwd(A, Y, T):
     P, N1 = A.shape
     D = Y.shape[-1]
-    L, B = _evidence_parts(A, Y, T)
-    logdet = 2 * jnp.sum(jnp.log(jnp.diag(L))) + max(P - N1, 0) * jnp.log(T)
+    S_inv, logdet, B = _evidence_parts(A, Y, T)
     value = -0.5 * jnp.sum(Y * B) - 0.5 * D * logdet - 0.5 * P * D * jnp.log(2 * jnp.pi)
-    return value, (A, B, L, T)
+    return value, (A, B, S_inv, T)
 
 
 def _log_evidence_bwd(res, g):
-    A, B, L, T = res
+    A, B, S_inv, T = res
     P, N1 = A.shape
     D = B.shape[-1]
-    M = cho_solve((L, True), A.T).T if N1 < P else cho_solve((L, True), A)  # C^{-1} A
+    M = A @ S_inv if N1 < P else S_inv @ A  # C^{-1} A
     dA = B @ (B.T @ A) - D * M
-    dT = 0.5 * jnp.sum(B**2) - 0.5 * D * (P - jnp.sum(A * M)) / T
+    dT = 0.5 * jnp.sum(B**2) - 0.5 * D * (jnp.trace(S_inv) + max(P - N1, 0) / T)
     return g * dA, -g * B, g * dT
 
 
@@ -145,8 +180,8 @@ _log_evidence.defvjp(_log_evidence_fwd, _log_evidence_bwd)
 
 def expected_overlap(cond: Conditional):
     r""":math:`E[v v^\top/N_1\,|\,w]`, (D, D)."""
-    N1 = cond.phi.shape[-1]
-    tr = jnp.trace(cho_solve((cond.L, True), cond.K))
+    P, N1 = cond.phi.shape
+    tr = P - cond.T * jnp.sum(cond.L_inv**2)  # tr C^{-1}K = P - T tr C^{-1}
     D = cond.dual_coef.shape[-1]
     return (cond.dual_coef.T @ cond.K @ cond.dual_coef / N1 + jnp.eye(D, dtype=cond.K.dtype) * (1.0 - tr / N1)) / cond.lambda1
 
@@ -155,7 +190,7 @@ def predict(cond: Conditional, phi_test):
     """Mean (P0, D) and variance (P0,) of f at test points with features ``phi_test``, given w."""
     k = phi_test @ cond.phi.T / (cond.lambda1 * cond.phi.shape[-1])
     kk = jnp.sum(phi_test**2, axis=-1) / (cond.lambda1 * cond.phi.shape[-1])
-    half = jax.scipy.linalg.solve_triangular(cond.L, k.T, lower=True)
+    half = cond.L_inv @ k.T
     return k @ cond.dual_coef, kk - jnp.sum(half**2, axis=0)
 
 
@@ -177,7 +212,7 @@ def sample_readout(rng_key, cond: Conditional, Y, *, T: float):
     v0 = jax.random.normal(k0, (D, N1), cond.phi.dtype) / jnp.sqrt(cond.lambda1)
     eps = jax.random.normal(k1, (P, D), cond.phi.dtype) * jnp.sqrt(T)
     r = Y - cond.phi @ v0.T / jnp.sqrt(N1) - eps
-    return v0 + (cond.phi.T @ cho_solve((cond.L, True), r)).T / (cond.lambda1 * jnp.sqrt(N1))
+    return v0 + (cond.phi.T @ (cond.L_inv.T @ (cond.L_inv @ r))).T / (cond.lambda1 * jnp.sqrt(N1))
 
 
 def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):

@@ -32,11 +32,40 @@ def problem():
     return dict(X=X, X0=X0, Y=Y, Y0=Y0, w=w, phi=phi, phi0=phi0, Sigma=Sigma, mu=mu)
 
 
+@pytest.fixture(params=[None, 4], ids=["lapack", "blocked"])
+def leaf(request, monkeypatch):
+    """Run a test as it is (every matrix here is below the LAPACK leaf of cholesky_inverse) and with a leaf of 4,
+    so that the recursive blocking of cholesky_inverse is what computes it."""
+    if request.param is not None:
+        monkeypatch.setattr(readout, "_LEAF", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("n, leaf_size", [(1, 8), (37, 8), (300, 16), (300, 128)])
+def test_cholesky_inverse_is_the_inverse_of_numpys_factor(n, leaf_size):
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n + 3))
+    S = a @ a.T / n + 0.01 * np.eye(n)
+    L = np.linalg.cholesky(S)
+    L_inv, d = readout.cholesky_inverse(jax.numpy.asarray(S), leaf=leaf_size)
+    np.testing.assert_allclose(np.asarray(L_inv) @ L, np.eye(n), atol=1e-9)
+    np.testing.assert_array_equal(np.triu(np.asarray(L_inv), 1), 0.0)
+    np.testing.assert_allclose(d, np.diag(L), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(L_inv).T @ np.asarray(L_inv), np.linalg.inv(S), rtol=1e-7, atol=1e-9)
+
+
+def test_cholesky_inverse_of_a_matrix_that_is_not_positive_definite_is_nan():
+    S = np.eye(40)
+    S[30, 30] = -1.0  # in the second half: the recursion's Schur complement fails, not the first leaf
+    L_inv, d = readout.cholesky_inverse(jax.numpy.asarray(S), leaf=8)
+    assert np.isnan(np.asarray(d)).any() and np.isnan(np.asarray(L_inv)).any()
+
+
 def cond_of(p):
     return readout.conditional({"w": p["w"]}, p["X"], p["Y"], T=T, lambda1=LAM1, activation="erf")
 
 
-def test_overlap_and_generalization_loss_match_the_weight_space_form(problem):
+def test_overlap_and_generalization_loss_match_the_weight_space_form(problem, leaf):
     p = problem
     ref_overlap = (p["mu"].T @ p["mu"] + np.eye(D) * np.trace(p["Sigma"])) / N1
     np.testing.assert_allclose(readout.expected_overlap(cond_of(p)), ref_overlap, rtol=1e-10)
@@ -51,7 +80,7 @@ def test_overlap_and_generalization_loss_match_the_weight_space_form(problem):
     np.testing.assert_allclose(out["overlap"], ref_overlap, rtol=1e-10)
 
 
-def test_log_marginal_is_the_gaussian_marginal_likelihood(problem):
+def test_log_marginal_is_the_gaussian_marginal_likelihood(problem, leaf):
     p = problem
     C = p["phi"] @ p["phi"].T / (LAM1 * N1) + T * np.eye(P)
     ref = sum(multivariate_normal(np.zeros(P), C).logpdf(p["Y"][:, a]) for a in range(D))
@@ -59,7 +88,7 @@ def test_log_marginal_is_the_gaussian_marginal_likelihood(problem):
 
 
 @pytest.mark.parametrize("form", ["data space (P x P)", "weight space (N1 x N1)"])
-def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem, form):
+def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem, form, leaf):
     p = problem
     cond = cond_of(p)
     n = 40000
@@ -98,7 +127,7 @@ def test_gibbs_fn_refuses_a_network_with_an_output_bias():
 
 
 @pytest.mark.parametrize("n1", [N1, P + 4])  # N1 < P: the N1 x N1 (Woodbury) form; N1 > P: the P x P form
-def test_log_marginal_of_params_in_either_gram_matrix(problem, n1):
+def test_log_marginal_of_params_in_either_gram_matrix(problem, n1, leaf):
     p = problem
     w = np.random.default_rng(5).standard_normal((n1, N0))
     phi = erf(p["X"] @ w.T / np.sqrt(N0))
@@ -115,7 +144,7 @@ def test_log_marginal_of_params_in_either_gram_matrix(problem, n1):
 
 
 @pytest.mark.parametrize("n1", [N1, P, P + 4])  # the hand-written gradient in both Gram matrices and at N1 = P
-def test_log_marginal_of_gradient_in_every_argument_is_autodiff_of_the_dense_form(problem, n1):
+def test_log_marginal_of_gradient_in_every_argument_is_autodiff_of_the_dense_form(problem, n1, leaf):
     p = problem
     w = np.random.default_rng(6).standard_normal((n1, N0))
 
