@@ -654,6 +654,14 @@ def test_the_adaptive_warmup_ends_each_phase_when_it_is_done():
     # of the short relaxation test may cost a block)
     # relaxed at the draw where the fixed window would open (50): the window still shrinks to max(50, n) draws
     assert _warmup_run(obs, kept, min_relax=50)[1][4] == (50, 100, 200)
+    # relaxed only after the fixed window has opened (here first checked at 60): the window restarts at 60 with the
+    # positions of [50, 60) dropped, for max(50, 60) positions (30 draws of 2 pooled chains)
+    warm, late = _warmup_run(obs, kept, min_relax=60)
+    assert late[4] == (50, 150, 200) and late[5] == (60, 120, 200) and "restarts: [60, 120)" in warm.log[0]
+    assert _warmup_run(obs, kept, min_relax=60, pooled_chains=2)[1][5] == (60, 90, 200)
+    # ... unless the restarted window would end no earlier than the fixed one: then the fixed window stands
+    warm, kept_window = _warmup_run(obs, kept, min_relax=80)
+    assert kept_window[7][:2] == (50, 150) and not any("relaxed" in line for line in warm.log)
     with pytest.raises(ValueError, match="pooled_chains"):
         _warmup_run(obs, kept, pooled_chains=0)
 

@@ -235,6 +235,30 @@ def test_a_pooled_window_learns_the_mass_from_every_chain_and_the_step_from_thei
     np.testing.assert_allclose(np.asarray(ws.step_size), np.asarray(alone.step_size), rtol=1e-6)
 
 
+def test_a_restarted_window_drops_the_positions_gathered_before_the_restart():
+    """reschedule(..., restart_window=True) in the middle of a window: the mass is the regularized variance of the
+    positions from the restart on only (by hand), not of the whole window."""
+    init, update = mcmc.adaptation.window_adaptation(40, 0.8, adapt_step_size=True, adapt_mass=True)  # window [10, 30)
+    ws = init(0.1, 3)
+    rng = np.random.default_rng(2)
+    drift = np.where(np.arange(30) < 16, np.arange(30), 0.0)[:, None]  # the chains relax at draw 16
+    positions = rng.normal(size=(30, 3)) * np.array([1.0, 2.0, 0.5]) + drift
+    for i in range(30):
+        if i == 16:
+            kept = mcmc.adaptation.reschedule(ws, 10, 30, 40)
+            ws = mcmc.adaptation.reschedule(ws, 16, 26, 40, restart_window=True)
+        ws = update(i, ws, jnp.float32(0.8), jnp.asarray(positions[i], jnp.float32))
+        if i >= 16:
+            kept = update(i, kept, jnp.float32(0.8), jnp.asarray(positions[i], jnp.float32))
+        if i == 25:
+            n = 10
+            expected = n / (n + 5.0) * positions[16:26].var(axis=0, ddof=1) + 1e-3 * 5.0 / (n + 5.0)
+            np.testing.assert_allclose(np.asarray(ws.inverse_mass), expected, rtol=1e-4)
+    n = 20  # without the restart the window [10, 30) learns from the drifting positions as well
+    expected = n / (n + 5.0) * positions[10:30].var(axis=0, ddof=1) + 1e-3 * 5.0 / (n + 5.0)
+    np.testing.assert_allclose(np.asarray(kept.inverse_mass), expected, rtol=1e-4)
+
+
 def test_a_moved_schedule_learns_the_mass_in_its_window_and_fixes_the_step_at_its_end():
     """reschedule (the adaptive warmup's lever): the mass is the regularized variance of the positions of the moved
     window [start, stop), computed here by hand; the step after the moved end is the dual-averaged one and stays."""

@@ -15,7 +15,11 @@ recorded observables are stationary from draw ~10 of 200, and the step is settle
    fail this check 10-30% of the time (simulated), which only costs the next block of draws;
    then the mass window opens at n and gathers ``max(min_mass, n)`` positions (as many as the relaxation took
    draws, at least ``min_mass``): that many draws, or that many divided by the number of chains where the chains
-   adapt together (``pooled_chains``, ``sampler.adaptation = "pooled"``); without a mass to learn it is empty;
+   adapt together (``pooled_chains``, ``sampler.adaptation = "pooled"``); without a mass to learn it is empty.
+   Where the chains relax only after the fixed schedule's window has opened (at draw W/4), that window restarts at
+   n, its positions so far dropped (they were gathered before the chains relaxed), if the restarted window ends
+   before the fixed one would: on problem 2 of ``benchmarks/samplers.py`` a chain that relaxed at draw 60 kept the
+   fixed window [50, 150) and ended its warmup at 171, where a window [60, 90) ends it by ~110;
 2. **step settled, chains still relaxed**: at least ``min_final`` draws after the mass is set, every chain's step
    iterates of the last ``min_final // 2`` draws average within a factor ``1 + step_tolerance`` of its dual-averaged
    step (the one the chain keeps), and the test of 1. passes again on ``[n/2, n)``: the warmup ends after the next
@@ -60,6 +64,8 @@ class AdaptiveWarmup:
         self.num_warmup, self.adapt_mass, self.pooled_chains = int(num_warmup), bool(adapt_mass), int(pooled_chains)
         self.min_relax, self.min_mass, self.min_final = int(min_relax), int(min_mass), int(min_final)
         self.step_tolerance = float(step_tolerance)
+        W = self.num_warmup
+        self._fixed = (W // 4, (3 * W) // 4)  # the fixed schedule's mass window (mcmc.adaptation), until relaxed
         self._series, self._steps = [], []
         self.log: list[str] = []
         if history is not None and history[0]:  # the warmup's draws before a resumption
@@ -84,13 +90,15 @@ class AdaptiveWarmup:
         self._remember(draws, stats)
         n = self.done(state)
         start, stop, end = self.schedule(state)
-        if n <= start and n >= self.min_relax and self._relaxed(n):  # n = start: the window has not begun
-            start = n
-            window = -(-max(self.min_mass, n) // self.pooled_chains)  # positions gathered: window x pooled chains
-            stop = min(n + window, stop) if self.adapt_mass else n
-            self.log.append(f"draw {n}: relaxed; mass window [{start}, {stop})" if self.adapt_mass else
-                            f"draw {n}: relaxed")
-            return _with(state, start, stop, end)
+        window = -(-max(self.min_mass, n) // self.pooled_chains) if self.adapt_mass else 0  # x pooled chains
+        opened = start < n  # the fixed schedule's window has begun (n = start: not yet)
+        if ((start, stop) == self._fixed and n < stop and n >= self.min_relax and (not opened or n + window < stop)
+                and self._relaxed(n)):  # the schedule is still the fixed one: the chains were not found relaxed yet
+            stop = min(n + window, stop)
+            self.log.append((f"draw {n}: relaxed; the mass window restarts: [{n}, {stop}), the positions of "
+                             f"[{start}, {n}) dropped" if opened else f"draw {n}: relaxed; mass window [{n}, {stop})")
+                            if self.adapt_mass else f"draw {n}: relaxed")
+            return _with(state, n, stop, end, restart_window=opened)
         if stop <= n < end - 1 and n - stop >= self.min_final and self._step_settled(state) and self._relaxed(n):
             self.log.append(f"draw {n}: step settled at {np.round(np.exp(_averaged_log_step(state)), 4).tolist()}; "
                             f"the warmup ends at draw {n + 1} (of at most {self.num_warmup})")
@@ -126,5 +134,5 @@ def _averaged_log_step(state) -> np.ndarray:
     return np.asarray(state.adaptation.step[1], dtype=float).reshape(-1)
 
 
-def _with(state, start, stop, end):
-    return state._replace(adaptation=reschedule(state.adaptation, start, stop, end))
+def _with(state, start, stop, end, restart_window=False):
+    return state._replace(adaptation=reschedule(state.adaptation, start, stop, end, restart_window=restart_window))
