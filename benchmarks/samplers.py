@@ -25,8 +25,9 @@ not resolved (flagged). Beside it, "first accurate and settled" (since issue 17'
 every 10 draws, at which the draws [0, n) have that accuracy and every quantity has settled (each with its own cut
 on those n draws, tau_int resolved with >= 50 effective samples, chains that agree, no drift: renormpp run's stop
 rule): the time a run that checks as it goes stops. The extrapolation charges the cut found on the whole run, and on
-stationary chains the largest max-ESS cut among 56 quantities grows with the run (about 0.38 n on problem 2), so it
-grows with the budget; the first-accurate time does not, and it asks for tau_int resolved at that time. ULA at the paper's learning rate epsilon = 1e-3 (h = epsilon T = 1e-5) cannot
+stationary chains the largest max-ESS cut among 56 quantities grows with the run (0.1-0.38 n on problem 2), so it
+grows with the budget; the first-accurate time does not, and it asks for tau_int resolved at that time.
+ULA at the paper's learning rate epsilon = 1e-3 (h = epsilon T = 1e-5) cannot
 thermalize in any budget here. It is run instead at k = 30 and 10 times that step, and its time is k times
 the time measured there: ULA discretizes the Langevin diffusion, whose relaxation and autocorrelation times
 are fixed in Langevin time t = (updates) x h, so at the paper's step the same accuracy takes k times as many
@@ -229,7 +230,7 @@ def first_accurate(draws, every=10):
     the target accuracy and every quantity has settled (its own max-ESS cut on those n draws, tau_int resolved with
     >= 50 effective samples, chains that agree, no drift: renormpp run's stop rule), or None: the time a run that
     checked as it went would have stopped. Unlike the extrapolation it needs no cut from draws the run had not made
-    yet: on stationary chains the largest max-ESS cut of 56 quantities grows with the length of the run (about 0.38 n
+    yet: on stationary chains the largest max-ESS cut of 56 quantities grows with the length of the run (0.1-0.38 n
     on problem 2), so the extrapolated time grows with the budget."""
     N = draws["eps_g"].shape[1]
     every = max(every, N // 150)

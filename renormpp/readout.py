@@ -21,10 +21,10 @@ Then, for every output a, b (the same covariance for each output):
   so :math:`E[\epsilon_g|w] = \frac1{P_0}\sum_{x_0}\big(\|y_0 - E[f(x_0)|w]\|^2 + D\,{\rm Var}(f(x_0)|w)\big)`;
 * :math:`\log p(Y|w) = -\frac12{\rm tr}(Y^\top\beta) - \frac D2\log\det C - \frac{PD}2\log 2\pi`.
 
-Everything costs one :math:`P\times P` Cholesky factor (inverted: :func:`cholesky_inverse`) and :math:`O(P^2 N_1)`. Averaging the conditional
-expectations over draws of w (Rao-Blackwellization) never has a larger variance than averaging the
-observables of draws of (w, v); sampling w from its marginal (``one_hidden_layer(..., integrate_v=True)``)
-removes the slow coupling between w and v altogether.
+Everything costs one :math:`P\times P` Cholesky factor (inverted: :func:`cholesky_inverse`) and
+:math:`O(P^2 N_1)`. Averaging the conditional expectations over draws of w (Rao-Blackwellization) never has a
+larger variance than averaging the observables of draws of (w, v); sampling w from its marginal
+(``one_hidden_layer(..., integrate_v=True)``) removes the slow coupling between w and v altogether.
 """
 from __future__ import annotations
 
