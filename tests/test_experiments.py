@@ -392,10 +392,12 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     # small as before, but the chains disagree (their means differ by many error bars), so it is not reached
     held = dict(draws, eps_g=draws["eps_g"] + np.array([[0.0], [5 * draws["eps_g"].std()]]))
     assert not stages.accuracy(held, cfg.run.target_error)[0]
-    # and one overlap entry that drifts stops it too, though only eps_g has a target
+    # and one overlap entry that drifts stops it too, though only eps_g has a target: a trend that lasts to the end of
+    # the run, which no thermalization cut removes (a transient that has died out before the end is the cut's to
+    # remove, and then the rule rightly holds: 20 sd x (1 - t)^4 was cut at n/2 and left z = 3.0 < 3.5 on one run)
     moving = draws["overlap"].copy()
     n = moving.shape[1]
-    moving[..., 0, 1] += 20 * draws["overlap"][..., 0, 1].std() * np.linspace(1, 0, n) ** 4
+    moving[..., 0, 1] += 6 * draws["overlap"][..., 0, 1].std() * np.linspace(1, 0, n)
     only_eps = rp.experiments.config.TargetError(eps_g=0.02)
     assert stages.accuracy(draws, only_eps)[0]
     assert not stages.accuracy(dict(draws, overlap=moving), only_eps)[0]
