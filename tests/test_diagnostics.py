@@ -341,6 +341,67 @@ def test_drift_passes_stationary_chains_and_flags_a_moving_mean():
         dg.drift(x, first=0.6, last=0.6)
 
 
+def _family(rng, K, C, n, phi):
+    """K series of C stationary AR(1) chains of n draws each, unit variance: (K, C, n)."""
+    e = rng.standard_normal((K, C, n)) * np.sqrt(1 - phi**2)
+    e[..., 0] = rng.standard_normal((K, C))
+    return scipy.signal.lfilter([1.0], [1.0, -phi], e, axis=2)
+
+
+def test_relaxation_on_a_warmup_span_keeps_few_false_alarms_and_flags_a_tail_a_drift_and_chains_held_apart():
+    """The warmup's test (``dg.relaxation``) on families of 56 series of two AR(1) chains with tau_int = 4 (problem
+    2's quantities after its warmup), 25 draws per chain: in equilibrium it passes most checks (measured 11% false
+    alarms over 300 checks; <= 30% allowed), where the per-series tests (drift between the halves and chain_spread,
+    each with its own Gamma-method error, at the family's threshold) fail most (60%; >= 40% required). It flags, in
+    3 of the 56 series: a relaxation tail falling from 5.5 to 0.4 standard deviations over the span, a drift of 6
+    standard deviations, and chains held 4 standard deviations apart (each at >= 90% of the checks; measured: all of 100). A
+    drift of 3 standard deviations over these ~6 independent draws per chain is at its resolution (z ~ 3-4 against
+    4.06): caught at 35-66% of the checks."""
+    rng = np.random.default_rng(7)
+    K, C, n, phi, runs = 56, 2, 25, 0.6, 60
+    ours = per_series = 0
+    for _ in range(runs):
+        x = _family(rng, K, C, n, phi)
+        ours += not dg.relaxation(list(x)).relaxed
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.ShortRunWarning)
+            per_series += any(dg.drift(q, cut=0, first=0.5, last=0.5).moves(K) or dg.chain_spread(q, cut=0).apart(K)
+                              for q in x)
+    assert ours <= 0.3 * runs and per_series >= 0.4 * runs, (ours, per_series)
+    t = np.arange(n)
+    for shift in (15 * np.exp(-(10 + t) / 10.0),                 # a relaxation tail
+                  6.0 * (1 - t / n),                              # a drift
+                  np.array([[0.0], [4.0]])):                      # two chains held apart ...
+        caught = 0
+        for _ in range(20):
+            x = _family(rng, K, C, n, phi)
+            x[:3] += shift                                        # ... in 3 of the 56 series
+            caught += not dg.relaxation(list(x)).relaxed
+        assert caught >= 18, (shift, caught)
+
+
+def test_relaxation_of_one_series_is_the_gamma_method_and_geweke_on_its_halves():
+    """One series: the shared tau_int is the Gamma method's on the last half (same window, same bias correction), the
+    drift z is the halves' difference over that error, computed here by hand; frozen series are left out, and a family
+    of frozen series is not relaxed."""
+    x = np.stack([ar1(0.6, 60, seed=1), ar1(0.6, 60, seed=2)])
+    r = dg.relaxation([x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.ShortRunWarning)
+        g = dg.gamma_method(x[:, 30:], cut=0)
+    assert r.tau_int == pytest.approx(max(g.tau_int, 1.0), rel=1e-12)
+    z = (x[:, :30].mean() - x[:, 30:].mean()) / np.sqrt(2 * r.tau_int * x[:, 30:].var() / 60)
+    assert r.drift_z == pytest.approx([z], rel=1e-12) and r.family == 1
+    frozen = np.ones((2, 60))
+    both = dg.relaxation([x, frozen])
+    assert both.drift_z == pytest.approx(r.drift_z) and both.family == 2
+    assert not dg.relaxation([frozen]).relaxed
+    apart = np.stack([np.full(60, 1.0), np.full(60, 2.0)]) + np.r_[np.zeros(30), 1e-3 * np.arange(30)]
+    assert dg.relaxation([apart]).spread_p[0] < 1e-6  # chains each nearly frozen at its own value: apart
+    with pytest.raises(ValueError, match="at least 8 draws"):
+        dg.relaxation([x[:, :7]])
+
+
 def test_chains_held_apart_that_a_resolved_tau_does_not_show_are_flagged(problem):
     """Two AR(1) chains whose means differ by one standard deviation (each held in its own region) have a short,
     resolved tau_int and a small error bar, but their means differ by ~30 error bars: ``chain_spread`` gives p ~ 0

@@ -677,6 +677,25 @@ def test_the_adaptive_warmup_waits_for_drifting_or_disagreeing_chains():
         assert set(schedules) == {(50, 150, 200)} and not warm.log
 
 
+def test_the_adaptive_warmup_learns_the_mass_again_when_the_chains_were_found_relaxed_too_early():
+    """A fast transient (10 error bars, gone in ~10 draws) over a slow fall of 8 standard deviations per 100 draws
+    (MNIST at the paper's size, where eps_g falls until draw ~200): on the draws [10, 20) the fall is not resolved, so
+    the chains are found relaxed at draw 20 and the mass is learned on [20, 45). After it, the test fails at two
+    checks running (draws 70 and 80), so the window restarts at 80 and runs to the fixed schedule's 150; the chains
+    still drift, so the warmup takes its 200 draws. Chains that do relax (the other warmup tests) never restart, nor
+    does a warmup without a mass to learn."""
+    rng = np.random.default_rng(3)
+    t = np.arange(200)
+    eps = 0.1 + 0.01 * rng.standard_normal((2, 200)) + 0.1 * np.exp(-t / 3.0) - 0.08 * t / 100
+    overlap = 1.0 + 0.05 * rng.standard_normal((2, 200, 1, 1))
+    warm, schedules = _warmup_run((eps, overlap), np.zeros((2, 200)), pooled_chains=2)  # as the default sampler
+    assert schedules[1] == (20, 45, 200) and schedules[6] == (20, 45, 200), schedules
+    assert schedules[7] == (80, 150, 200) and schedules[-1] == (80, 150, 200) and len(schedules) == 20, schedules
+    assert "relaxed too early" in warm.log[-1] and "[80, 150)" in warm.log[-1], warm.log
+    lone = _warmup_run((eps, overlap), np.zeros((2, 200)), adapt_mass=False, pooled_chains=2)[0]
+    assert not any("too early" in line for line in lone.log), lone.log
+
+
 def test_a_resumed_adaptive_warmup_decides_as_an_uninterrupted_one():
     rng = np.random.default_rng(2)
     eps = 0.1 + 0.01 * rng.standard_normal((2, 200)) - 0.3 * np.exp(-np.arange(200) / 8.0)  # relaxes in ~30 draws
