@@ -41,6 +41,7 @@ import os
 from functools import partial
 import sys
 import time
+import types
 import warnings
 
 import jax
@@ -215,35 +216,22 @@ def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_st
     return draws, t_warm, t_draw
 
 
-def _series(draws):
-    D = draws["overlap"].shape[-1]
-    return {"eps_g": draws["eps_g"]} | {f"overlap[{a},{b}]": draws["overlap"][..., a, b] for a in range(D)
-                                        for b in range(a, D)}
-
-
-def _targets(est):
-    return {k: (0.01 * abs(e.mean) if k == "eps_g" else 0.01) for k, e in est.items()}
+#: the accuracy the targets ask for: 1% on eps_g (relative), 0.01 on every overlap entry
+TARGET = types.SimpleNamespace(eps_g=0.01, overlap=0.01)
 
 
 def first_accurate(draws, every=10):
     """The first n (a multiple of ``every``, or of n/150 on long runs) at which the draws [0, n) of every chain have
-    the target accuracy and every quantity has settled (its own max-ESS cut on those n draws, tau_int resolved with
-    >= 50 effective samples, chains that agree, no drift: renormpp run's stop rule), or None: the time a run that
-    checked as it went would have stopped. Unlike the extrapolation it needs no cut from draws the run had not made
-    yet: on stationary chains the largest max-ESS cut of 56 quantities grows with the length of the run (0.1-0.38 n
-    on problem 2), so the extrapolated time grows with the budget."""
+    the target accuracy and every quantity has settled (renormpp run's stop rule, :func:`stages.accuracy`: its own
+    max-ESS cut on those n draws, tau_int resolved with >= 50 effective samples, chains that agree, no drift), or
+    None: the time a run that checked as it went would have stopped. Unlike the extrapolation it needs no cut from
+    draws the run had not made yet: on stationary chains the largest max-ESS cut of 56 quantities grows with the
+    length of the run (0.1-0.38 n on problem 2), so the extrapolated time grows with the budget."""
     N = draws["eps_g"].shape[1]
     every = max(every, N // 150)
     for n in range(2 * every, N + 1, every):
-        series = {k: v[:, :n] for k, v in _series(draws).items()}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", rp.diagnostics.ShortRunWarning)
-            est = {k: rp.diagnostics.gamma_method(v) for k, v in series.items()}
-            target = _targets(est)
-            if any(not e.error <= target[k] for k, e in est.items()):
-                continue
-            if all(rp.diagnostics.converged(est[k], series[k], family=len(est)) for k in est):
-                return n
+        if stages.accuracy({k: v[:, :n] for k, v in draws.items()}, TARGET, "gamma")[0]:
+            return n
     return None
 
 
@@ -252,11 +240,11 @@ def accuracy_time(draws, t_warm, t_draw):
     ``info["t_first"]``, the first time the run had the accuracy with every quantity settled (:func:`first_accurate`;
     NaN if never, then ``info["t_run"]`` is a lower bound)."""
     eps = draws["eps_g"]
-    series = _series(draws)
+    series = rp.diagnostics.scalar_series(draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rp.diagnostics.ShortRunWarning)
         est = {k: rp.diagnostics.gamma_method(v) for k, v in series.items()}
-    target = _targets(est)
+    target = {k: (TARGET.eps_g * abs(e.mean) if k == "eps_g" else TARGET.overlap) for k, e in est.items()}
     ratio = {k: (est[k].error / target[k]) ** 2 for k in est}
     n = eps.shape[1]
     need = {k: e.cut + (n - e.cut) * ratio[k] for k, e in est.items()}  # draws for quantity k: its cut, then errors
@@ -360,6 +348,7 @@ def main():
         for name, (t, info) in results.items():
             print(f"  {name:32s} {base / t:10.1f}x {base_first / info['t_first']:10.1f}x"
                   + (f"   {results['NUTS'][0] / t:5.2f}x vs NUTS" if "NUTS" in results else ""))
+
 
 if __name__ == "__main__":
     main()
