@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/renormpp demo --out renormpp-demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
