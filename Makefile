@@ -1,18 +1,26 @@
-# renormpp: `make demo` sets up .venv and runs the main job; `make test` sets up and runs the tests.
+# renormpp: `make demo` sets up .venv with renormpp alone and runs the main job; `make test` adds the dev extra
+# (pytest, the docs tools, Ray, build/twine) and runs the tests.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+CORE   := $(VENV)/.installed-core
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-fast bench docs clean
 
 # Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
-$(STAMP): pyproject.toml
+$(PY):
 	@PYBIN=$$(scripts/find-python) && echo "using $$PYBIN" && $$PYBIN -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
-	@touch $(STAMP)
 
-demo: $(STAMP)
+$(CORE): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	@touch $(CORE)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP) $(CORE)
+
+demo: $(CORE)
 	$(VENV)/bin/renormpp demo --out renormpp-demo
 
 test: $(STAMP)
@@ -34,4 +42,4 @@ docs: $(STAMP)
 		$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) renormpp-demo .pytest_cache site .cache
+	rm -rf $(VENV) renormpp-demo renormpp-demo-smoke .pytest_cache site .cache

@@ -225,7 +225,7 @@ def test_missing_files_say_what_where_and_how(tmp_path):
         rp.datasets.mnist(root=tmp_path)
     msg = str(err.value)
     assert all(n in msg for n in MNIST_NAMES) and str(tmp_path / "mnist") in msg and "https://" in msg
-    assert "download=True" in msg and "RENORMPP_DATA" in msg
+    assert "download=True" in msg and "RENORMPP_DATA" in msg and f"renormpp data fetch mnist --root {tmp_path}" in msg
     with pytest.raises(FileNotFoundError, match="test_batch.*cifar-10-batches-py.*cifar-10-python.tar.gz and extract it in"):
         rp.datasets.cifar10(root=tmp_path)
 
@@ -278,6 +278,57 @@ def test_cifar10_download_extracts_the_archive(tmp_path, serve, monkeypatch):
     d = rp.datasets.cifar10(P=4, P_test=2, root=tmp_path / "cache", download=True)
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["cifar-10-batches-py"]  # archive removed
     np.testing.assert_array_equal(d.X, rp.datasets.cifar10(P=4, P_test=2, root=tmp_path / "build").X)
+
+
+def serve_tiny_sets(tmp_path, serve, monkeypatch):
+    """Tiny MNIST and CIFAR-10 served over loopback as the canonical sources (checksums to match); their folders."""
+    write_mnist(tmp_path / "site")
+    monkeypatch.setattr(vision, "MNIST_MD5", {n: unzipped_md5(tmp_path / "site" / f"{n}.gz") for n in MNIST_NAMES})
+    monkeypatch.setattr(vision, "MNIST_URLS", (serve(tmp_path / "site"),))
+    write_cifar(tmp_path / "build")
+    with tarfile.open(tmp_path / "site" / "cifar.tar.gz", "w:gz") as t:
+        t.add(tmp_path / "build" / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    monkeypatch.setattr(vision, "CIFAR10_URL", vision.MNIST_URLS[0] + "cifar.tar.gz")
+    tar_md5 = hashlib.md5((tmp_path / "site" / "cifar.tar.gz").read_bytes()).hexdigest()
+    monkeypatch.setattr(vision, "CIFAR10_MD5", tar_md5)
+    return tmp_path / "site", tmp_path / "build"
+
+
+def test_data_fetch_command(tmp_path, serve, monkeypatch, capsys):
+    """`renormpp data fetch all --root DIR` puts both sets where the loaders find them; a second fetch is a no-op."""
+    from renormpp.cli import main
+
+    mnist_site, cifar_build = serve_tiny_sets(tmp_path, serve, monkeypatch)
+    root = tmp_path / "data"
+    assert main(["data", "fetch", "all", "--root", str(root)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == ["mnist:", str(root / "mnist"), "cifar10:", str(root / "cifar-10-batches-py")]
+    assert sorted(p.name for p in root.iterdir()) == ["cifar-10-batches-py", "mnist"]
+    np.testing.assert_array_equal(rp.datasets.mnist(P=4, P_test=2, root=root).X,
+                                  rp.datasets.mnist(P=4, P_test=2, root=mnist_site).X)
+    np.testing.assert_array_equal(rp.datasets.cifar10(P=4, P_test=2, root=root).X,
+                                  rp.datasets.cifar10(P=4, P_test=2, root=cifar_build).X)
+    monkeypatch.setattr(vision, "MNIST_URLS", (closed_port_url(),))  # nothing is downloaded again
+    monkeypatch.setattr(vision, "CIFAR10_URL", closed_port_url() + "cifar.tar.gz")
+    assert main(["data", "fetch", "all", "--root", str(root)]) == 0
+    monkeypatch.setenv("RENORMPP_DATA", str(root))  # the default root
+    assert main(["data", "fetch", "mnist"]) == 0 and capsys.readouterr().out.split()[-1] == str(root / "mnist")
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "unreachable"])
+def test_data_fetch_command_fails_cleanly(tmp_path, serve, monkeypatch, capsys, fault):
+    from renormpp.cli import main
+
+    site, _ = serve_tiny_sets(tmp_path, serve, monkeypatch)
+    if fault == "corrupt":
+        (site / "cifar.tar.gz").write_bytes((site / "cifar.tar.gz").read_bytes()[:-100])
+    else:
+        monkeypatch.setattr(vision, "CIFAR10_URL", closed_port_url() + "cifar.tar.gz")
+    assert main(["data", "fetch", "cifar10", "--root", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert ("checksum mismatch" if fault == "corrupt" else "could not download cifar.tar.gz") in err
+    assert f"download {vision.CIFAR10_URL} and extract it in {tmp_path / 'data'}" in err  # the way by hand
+    assert list((tmp_path / "data").iterdir()) == []  # nothing half-written
 
 
 # ---------------------------------------------------------------- CIFAR-10 on tiny files

@@ -70,12 +70,14 @@ def find_files(names, dirs, suffixes=("",)) -> dict | None:
     return None
 
 
-def missing_error(what: str, names, dirs, how: str) -> FileNotFoundError:
-    """The error for files not found: which, where they were looked for, ``how`` to get them."""
+def missing_error(what: str, names, dirs, how: str, fetch_command: str) -> FileNotFoundError:
+    """The error for files not found: which, where they were looked for, how to get them (``fetch_command`` on the
+    command line, ``download=True`` in Python, or by hand: ``how``)."""
     return FileNotFoundError(
         f"{what} not found. Expected the files {', '.join(names)} together in one of: "
-        f"{', '.join(str(d) for d in dirs)}. {how}, or pass download=True, "
-        f"or point root= (or the {ENV_VAR} environment variable) at the folder that holds them.")
+        f"{', '.join(str(d) for d in dirs)}. Get them with `{fetch_command}` (in Python: pass download=True); "
+        f"or {how}; or point root= (or the {ENV_VAR} environment variable) at the folder "
+        "that holds them.")
 
 
 def md5sum(path: Path, gunzip: bool = False) -> str:
@@ -89,9 +91,12 @@ def md5sum(path: Path, gunzip: bool = False) -> str:
     return h.hexdigest()
 
 
-def download(urls, dest: Path, md5: str, *, gunzip: bool = False, timeout: float = 60.0) -> Path:
+def download(urls, dest: Path, md5: str, *, gunzip: bool = False, timeout: float = 60.0,
+             by_hand: str = "") -> Path:
     """Fetch ``dest`` from the first reachable of ``urls`` and check its MD5 (of the decompressed bytes when
-    ``gunzip``, so that a mirror's re-compression does not matter). A file that fails the check is discarded."""
+    ``gunzip``, so that a mirror's re-compression does not matter). A file that fails the check is discarded.
+    ``by_hand``: how to get the file without this function, for the error messages."""
+    by_hand = by_hand or f"fetch {dest.name} by hand into {dest.parent}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     failures = []
@@ -111,7 +116,7 @@ def download(urls, dest: Path, md5: str, *, gunzip: bool = False, timeout: float
         if got != md5:
             part.unlink()
             raise ValueError(f"checksum mismatch for {url}: md5 {got}, expected {md5}. The download was "
-                             f"discarded; try again later or fetch {dest.name} by hand into {dest.parent}.")
+                             f"discarded; try again later, or {by_hand}.")
         return part.replace(dest)
     raise ConnectionError(f"could not download {dest.name}:\n  " + "\n  ".join(failures)
-                          + f"\nFetch it by hand into {dest.parent} (or check the network and try again).")
+                          + f"\nCheck the network and try again, or {by_hand}.")

@@ -17,8 +17,8 @@ Choices where the paper is silent (also recorded in each data set's ``metadata``
 
 Files are the canonical ones: the four MNIST IDX files (gzipped or not) in ``<root>/mnist/`` or
 ``<root>/``, and CIFAR-10's ``cifar-10-batches-py/`` (python version) in ``<root>/``, with ``root``
-resolved by :func:`~renormpp.datasets.data_dir`. ``download=True`` fetches what is missing from the
-canonical source and checks its MD5.
+resolved by :func:`~renormpp.datasets.data_dir`. ``download=True`` (or :func:`fetch`, or ``renormpp data fetch``
+on the command line) fetches what is missing from the canonical source and checks its MD5.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ._common import Dataset, check_positive_ints, data_dir, download as fetch, find_files, missing_error
+from ._common import Dataset, check_positive_ints, data_dir, download, find_files, missing_error
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MNIST_MD5 = {  # of the uncompressed files
@@ -127,28 +127,53 @@ def locate(name: str, root=None) -> dict:
     if name == "mnist":
         dirs = [base / "mnist", base]
         files = find_files(MNIST_FILES, dirs, ("", ".gz"))
-        if files is None:
-            raise missing_error("MNIST", [n + "[.gz]" for n in MNIST_FILES], dirs,
-                                f"Download them from {MNIST_URLS[0]} (or {MNIST_URLS[1]}) into {dirs[0]}")
-        return files
-    if name == "cifar10":
+        what, names = "MNIST", [n + "[.gz]" for n in MNIST_FILES]
+    elif name == "cifar10":
         dirs = [base / CIFAR10_DIR, base]
         files = find_files(CIFAR10_FILES, dirs)
-        if files is None:
-            raise missing_error("CIFAR-10 (python version)", CIFAR10_FILES, dirs,
-                                f"Download {CIFAR10_URL} and extract it in {base}")
-        return files
-    raise ValueError(f"unknown data set {name!r}; choose 'mnist' or 'cifar10'")
+        what, names = "CIFAR-10 (python version)", CIFAR10_FILES
+    else:
+        raise ValueError(f"unknown data set {name!r}; choose 'mnist' or 'cifar10'")
+    if files is None:
+        fetch_command = f"renormpp data fetch {name}" + ("" if root is None else f" --root {base}")
+        raise missing_error(what, names, dirs, _by_hand(name, base), fetch_command)
+    return files
+
+
+def _by_hand(name: str, base: Path) -> str:
+    if name == "mnist":
+        return f"download them from {' or '.join(MNIST_URLS)} into {base / 'mnist'}"
+    return f"download {CIFAR10_URL} and extract it in {base}"
+
+
+def fetch(name: str, root=None) -> Path:
+    """Download data set ``name`` ("mnist" or "cifar10") where the loaders look for it, unless it is there already;
+    returns the folder that holds its files. Each download is checked against its MD5 and discarded if it fails.
+
+    ``root`` as for the loaders (:func:`~renormpp.datasets.data_dir`). Raises ConnectionError when no source can be
+    reached and ValueError for a download that fails its checksum, both saying how to get the files by hand.
+    ``renormpp data fetch NAME [--root DIR]`` calls it.
+    """
+    base = data_dir(root)
+    try:
+        locate(name, root)
+    except FileNotFoundError:
+        if name == "mnist":
+            for file in MNIST_FILES:
+                if find_files([file], [base / "mnist"], ("", ".gz")) is None:
+                    download([url + file + ".gz" for url in MNIST_URLS], base / "mnist" / (file + ".gz"),
+                             MNIST_MD5[file], gunzip=True, by_hand=_by_hand(name, base))
+        else:
+            tar = download([CIFAR10_URL], base / Path(CIFAR10_URL).name, CIFAR10_MD5, by_hand=_by_hand(name, base))
+            with tarfile.open(tar) as t:
+                t.extractall(base, filter="data")
+            tar.unlink()
+    return next(iter(locate(name, root).values())).parent
 
 
 def _mnist_arrays(root, download: bool):
-    base = data_dir(root)
-    dirs = [base / "mnist", base]
-    if download and find_files(MNIST_FILES, dirs, ("", ".gz")) is None:
-        for name in MNIST_FILES:
-            if find_files([name], dirs[:1], ("", ".gz")) is None:
-                fetch([url + name + ".gz" for url in MNIST_URLS], dirs[0] / (name + ".gz"), MNIST_MD5[name],
-                      gunzip=True)
+    if download:
+        fetch("mnist", root)
     files = locate("mnist", root)
     x, y, x0, y0 = (read_idx(files[n]) for n in MNIST_FILES)
     for images, labels, name in ((x, y, MNIST_FILES[1]), (x0, y0, MNIST_FILES[3])):
@@ -159,12 +184,8 @@ def _mnist_arrays(root, download: bool):
 
 
 def _cifar10_arrays(root, download: bool):
-    base = data_dir(root)
-    if download and find_files(CIFAR10_FILES, [base / CIFAR10_DIR, base]) is None:
-        tar = fetch([CIFAR10_URL], base / Path(CIFAR10_URL).name, CIFAR10_MD5)
-        with tarfile.open(tar) as t:
-            t.extractall(base, filter="data")
-        tar.unlink()
+    if download:
+        fetch("cifar10", root)
     files = locate("cifar10", root)
     names = _unpickle(files["batches.meta"], (b"label_names",))[b"label_names"]
     if len(names) != 10:
