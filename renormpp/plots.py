@@ -1,9 +1,10 @@
 """Figures of the paper from renormpp's objects (matplotlib; arviz-plots for traces, autocorrelation, ESS).
 
 * :func:`overlap_heatmaps`: Q*/lambda1 beside the sampled <v v^T>/N1 and their z-scores, with the values written
-  in (``paper_style=True``: the paper's Fig. 2, diagonals / 20).
+  in, one row per width (``paper_style=True``: the paper's Fig. 2, diagonals / 20).
 * :func:`generalization_vs_N1`: loss against N1, exact theory solid, one-loop dashed, infinite width
-  dash-dotted, MC points with error bars (paper Fig. 1).
+  dash-dotted, MC points with error bars (paper Fig. 1); the y-limits follow the points, a theory that runs off is
+  clipped and marked where it leaves.
 * :func:`overlaps_vs_N1`: diagonal and off-diagonal overlaps against N1 (supplement's overlap figure).
 * :func:`mc_analysis`: thermalization trace, histogram and blocking plateau (supplement's MC figure), for the
   pooled chains with the same estimate as the report.
@@ -11,7 +12,7 @@
 
 Every function returns a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig(path)``. Points whose error
 bar does not hold (a run too short: ``reliable`` False) or that have not settled (``settled`` False: the chains disagree or the
-mean drifts) are drawn hollow.
+mean drifts) are drawn hollow. N1 axes are ticked at the sampled widths; legends and notes keep off the data.
 """
 from __future__ import annotations
 
@@ -56,49 +57,55 @@ def _annotate(ax, M, text, D, lim):
                 ax.text(b, a, text(a, b), ha="center", va="center", fontsize=size, color="w" if dark else "k")
 
 
-def overlap_heatmaps(ds, class_names=None, paper_style: bool = False, diagonal_scale: float = 20.0):
+def overlap_heatmaps(results, class_names=None, paper_style: bool = False, diagonal_scale: float = 20.0):
     """Theory (exact Q*/lambda1) beside the sampled <v v^T>/N1 and their z-scores, from a
-    :func:`~renormpp.diagnostics.compare` Dataset.
+    :func:`~renormpp.diagnostics.compare` Dataset, or from several (a sweep: one row per width).
 
-    Theory and sampled share one colour scale, with the values written in (the sampled ones with their error); the
-    third panel shows z = (MC - theory) / error, |z| < 3 pale, so that a disagreement cannot look like agreement.
-    ``paper_style=True`` draws the paper's Fig. 2 instead: two panels, diagonals divided by ``diagonal_scale``.
+    Theory and sampled share one colour scale, across the rows too, with the values written in (the sampled ones with
+    their error); the third panel shows z = (MC - theory) / error, |z| < 3 pale, so that a disagreement cannot look
+    like agreement. ``paper_style=True`` draws the paper's Fig. 2 instead: two panels, diagonals divided by
+    ``diagonal_scale``.
     """
+    import xarray as xr
+
     plt = _plt()
-    predicted = _matrix(ds, ds.prediction.sel(theory="exact").values)
-    sampled = _matrix(ds, ds.mc_mean.values)
-    errors = _matrix(ds, ds.mc_error.values)
-    z = _matrix(ds, ds.z.sel(theory="exact").values)
-    D = predicted.shape[0]
+    results = [results] if isinstance(results, xr.Dataset) else sorted(results, key=lambda r: r.attrs["N1"])
+    D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
-    shown = [predicted.copy(), sampled.copy()]
-    if paper_style:
-        for m in shown:
-            np.fill_diagonal(m, np.diag(m) / diagonal_scale)
-    lim = np.nanmax(np.abs(shown))
+    scale = np.where(np.eye(D, dtype=bool), 1.0 / diagonal_scale if paper_style else 1.0, 1.0)
+    mats = [[_matrix(ds, v) for v in (ds.prediction.sel(theory="exact"), ds.mc_mean, ds.mc_error,
+                                      ds.z.sel(theory="exact"))] for ds in results]
+    lim = np.nanmax([np.abs(m[:2]) * scale for m in mats])
+    z_all = np.array([m[3] for m in mats])
+    zlim = max(5.0, float(np.nanmax(np.abs(z_all))) if np.isfinite(z_all).any() else 5.0)
     panels = 2 if paper_style else 3
-    fig, axes = plt.subplots(1, panels, figsize=(4.4 * panels + 1, 4.4), constrained_layout=True)
-    titles = ("theory $Q^*/\\lambda_1$", "sampled $\\langle v v^\\top\\rangle/N_1$")
-    for ax, m, title in zip(axes, shown, titles):
-        im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim)
-        ax.set_title(title)
+    fig, axes = plt.subplots(len(results), panels, figsize=(4.4 * panels + 1, 4.4 * len(results)),
+                             constrained_layout=True, squeeze=False)
+    titles = ("theory $Q^*/\\lambda_1$", "sampled $\\langle v v^\\top\\rangle/N_1$",
+              "$z$ = (sampled − theory) / error")
+    for row, ds, (predicted, sampled, errors, z) in zip(axes, results, mats):
+        width = f"$N_1$={ds.attrs['N1']:g}: " if len(results) > 1 else ""
+        for ax, m, title in zip(row, (predicted * scale, sampled * scale), titles):
+            im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim)
+            ax.set_title(width + title)
+        if not paper_style:
+            _annotate(row[0], predicted, lambda a, b: f"{predicted[a, b]:.3f}", D, lim)
+            _annotate(row[1], sampled, lambda a, b: f"{sampled[a, b]:.3f}\n±{errors[a, b]:.1g}", D, lim)
+            zim = row[2].imshow(z, cmap="PuOr_r", vmin=-zlim, vmax=zlim)
+            _annotate(row[2], z, lambda a, b: f"{z[a, b]:+.1f}", D, zlim)
+            row[2].set_title(width + titles[2])
+        for ax in row:
+            ax.set_xticks(range(D), names, rotation=45 if D > 4 else 0)
+            ax.set_yticks(range(D), names)
+            ax.set_xlabel("output $b$")
+            ax.set_ylabel("output $a$")
     label = f"overlap (diagonal divided by {diagonal_scale:g})" if paper_style else "overlap"
-    fig.colorbar(im, ax=list(axes[:2]), shrink=0.85, label=label)
+    fig.colorbar(im, ax=axes[:, :2], shrink=0.85, label=label)
     if not paper_style:
-        _annotate(axes[0], predicted, lambda a, b: f"{predicted[a, b]:.3f}", D, lim)
-        _annotate(axes[1], sampled, lambda a, b: f"{sampled[a, b]:.3f}\n±{errors[a, b]:.1g}", D, lim)
-        zlim = max(5.0, float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 5.0)
-        zim = axes[2].imshow(z, cmap="PuOr_r", vmin=-zlim, vmax=zlim)
-        _annotate(axes[2], z, lambda a, b: f"{z[a, b]:+.1f}", D, zlim)
-        axes[2].set_title("$z$ = (sampled − theory) / error")
-        fig.colorbar(zim, ax=axes[2], shrink=0.85, label=f"z (|z| < {diagnostics.Z_AGREE:g}: agrees)")
-    for ax in axes:
-        ax.set_xticks(range(D), names, rotation=45 if D > 4 else 0)
-        ax.set_yticks(range(D), names)
-        ax.set_xlabel("output $b$")
-        ax.set_ylabel("output $a$")
-    fig.suptitle(f"readout overlaps, $N_1$={ds.attrs['N1']:g}, $P$={ds.attrs['P']}"
-                 + ("" if bool(ds.reliable.all()) else " (some error bars do not hold)"))
+        fig.colorbar(zim, ax=axes[:, 2], shrink=0.85, label=f"z (|z| < {diagnostics.Z_AGREE:g}: agrees)")
+    width = f"$N_1$={results[0].attrs['N1']:g}, " if len(results) == 1 else ""
+    fig.suptitle(f"readout overlaps, {width}$P$={results[0].attrs['P']}"
+                 + ("" if all(bool(ds.reliable.all()) for ds in results) else " (some error bars do not hold)"))
     return fig
 
 
@@ -124,35 +131,93 @@ def _N1_grid(results, N1_grid, fit=None):
     return N1s, np.asarray(N1_grid, dtype=float)
 
 
-def _mc_points(ax, N1s, rows, color, label):
-    """MC means with error bars; hollow where the error bar does not hold (a run too short, or not settled: the
-    chains disagree or the mean drifts)."""
+#: Points with error bars: the bars drawn over the markers, their caps wider than a marker (so that a bar shorter than
+#: the marker still shows), the points over the theory curves.
+POINTS = dict(fmt="o", ms=5, capsize=4, barsabove=True, zorder=3)
+HOLLOW = "not settled, or error bar does not hold"
+
+
+def _mc_points(ax, N1s, rows, color, label, hollow_label=None):
+    """MC means with error bars (:data:`POINTS`); hollow where the error bar does not hold (a run too short, or not
+    settled: the chains disagree or the mean drifts), in the legend as ``hollow_label`` (default: ``label`` and why).
+    Returns the bars' lower and upper ends."""
     mean = np.array([float(r.mc_mean) for r in rows])
-    err = np.array([float(r.mc_error) for r in rows])
+    err = np.nan_to_num([float(r.mc_error) for r in rows])
     ok = np.array([bool(r.reliable) and bool(r.settled if "settled" in r else True) for r in rows])
-    ax.errorbar(N1s[ok], mean[ok], yerr=err[ok], fmt="o", color=color, capsize=3, label=label)
+    ax.errorbar(N1s[ok], mean[ok], yerr=err[ok], color=color, label=label, **POINTS)
     if (~ok).any():
-        ax.errorbar(N1s[~ok], mean[~ok], yerr=np.nan_to_num(err[~ok]), fmt="o", mfc="none", color=color, capsize=3,
-                    label=(label + ": " if label else "") + "not settled, or error bar does not hold")
+        ax.errorbar(N1s[~ok], mean[~ok], yerr=err[~ok], color=color, mfc="none", **POINTS,
+                    label=hollow_label if hollow_label is not None else (label + ": " if label else "") + HOLLOW)
+    return mean - err, mean + err
+
+
+def _fit_ylim(ax, lo, hi, curves: dict):
+    """Y-limits that show the MC points (error bars from ``lo`` to ``hi``) and the theory curves that stay near them:
+    within one span of the points (at least a tenth of their size). A curve that goes further (the one-loop one where
+    the expansion breaks down) is clipped, and marked where it leaves (:func:`_mark_leaving`).
+
+    ``curves``: ``{name: (N1, values, color)}``.
+    """
+    lo, hi = float(np.min(lo)), float(np.max(hi))
+    near = max(hi - lo, 0.1 * max(abs(lo), abs(hi))) or 1.0
+    kept = [lo, hi]
+    for _, y, _ in curves.values():
+        y = y[np.isfinite(y)]
+        if len(y) and lo - near <= y.min() and y.max() <= hi + near:
+            kept += [y.min(), y.max()]
+    margin = 0.08 * max(max(kept) - min(kept), near)
+    ax.set_ylim(min(kept) - margin, max(kept) + margin)
+    for name, (x, y, color) in curves.items():
+        _mark_leaving(ax, x, y, name, color)
+
+
+def _mark_leaving(ax, x, y, name, color):
+    """Write "name ↑" (or ↓) at the top (bottom) edge of a log-x axes where the curve (x, y) leaves it, on the side
+    where it is out; where it leaves and comes back, between the two crossings."""
+    bottom, top = ax.get_ylim()
+    side = np.where(y > top, 1, np.where(y < bottom, -1, 0))  # NaN: 0, and not inside
+    inside = np.isfinite(y) & (side == 0)
+    for run in np.split(np.arange(len(y)), np.flatnonzero(np.diff(side)) + 1):
+        s = side[run[0]]
+        if s == 0:
+            continue
+        edge = top if s > 0 else bottom
+        crossings = {}  # the side of the run the crossing is on: -1 left, +1 right
+        for j, i, where in ((run[0] - 1, run[0], -1), (run[-1] + 1, run[-1], 1)):
+            if 0 <= j < len(y) and inside[j]:
+                t = (edge - y[j]) / (y[i] - y[j])
+                crossings[where] = np.exp(np.log(x[j]) + t * (np.log(x[i]) - np.log(x[j])))
+        at = np.exp(np.mean(np.log(list(crossings.values()) or [x[run[0]], x[run[-1]]])))
+        toward = 0 if len(crossings) != 1 else -next(iter(crossings))  # the text goes over the run
+        ax.annotate(f"{name} {'↑' if s > 0 else '↓'}", (at, edge), xytext=(4 * toward, -4 * s),
+                    textcoords="offset points", ha={-1: "right", 0: "center", 1: "left"}[toward],
+                    va="top" if s > 0 else "bottom", color=color, fontsize="small")
 
 
 def _one_loop_note(ax, grid, values, P):
-    """Mark where the one-loop Q stops being positive definite (the dashed curve ends there)."""
+    """Mark where the one-loop Q stops being positive definite (the dashed curve ends there): a dotted line, and a note
+    that matplotlib places, when the figure is drawn, in the corner where it covers the fewest curves and points (a
+    legend without entries, ``loc="best"``)."""
+    from matplotlib.legend import Legend
+
     finite = np.isfinite(values)
     if finite.any() and not finite.all():
         edge = grid[finite].min() if finite[-1] else grid[finite].max()
         ax.axvline(edge, color="C0", ls=":", lw=0.8)
-        ax.annotate(f"one-loop $Q$ not positive\ndefinite beyond $\\alpha$ = {P / edge:.2g}", (edge, 0.97),
-                    xycoords=("data", "axes fraction"), ha="left", va="top", fontsize="small", color="C0")
+        note = Legend(ax, [], [], loc="best", title_fontsize="small", framealpha=0.9,
+                      title=f"one-loop $Q$ not positive definite\nbeyond $\\alpha$ = {P / edge:.2g} (dotted)")
+        note.get_title().set_color("C0")
+        ax.add_artist(note)
 
 
-def log_axis(ax):
-    """A log N1 axis with plain numbers (100, not 10^2; no 4x10^1 minor labels)."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+def log_axis(ax, N1s):
+    """A log N1 axis ticked at the sampled widths ``N1s``, written as plain numbers (40, not 4x10^1), no minor ticks."""
+    from matplotlib.ticker import NullLocator
 
+    ticks = np.unique(np.asarray(N1s, dtype=float))
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(ticks, [f"{n:.0f}" for n in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=None, ax=None, lines=None):
@@ -161,7 +226,8 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     With ``fit`` (a TheoryFit on the same data) and the test set, the theory is drawn as curves on a fine N1
     grid (where the one-loop Q stops being positive definite its curve ends, marked by a dotted line); otherwise
     the predictions stored in the Datasets are joined by lines. ``lines``: the curves, if already computed by
-    :func:`theory_lines` on ``N1_grid``.
+    :func:`theory_lines` on ``N1_grid``. The y-limits follow the MC points and the curves near them; a curve that
+    runs off is clipped and marked where it leaves (:func:`_fit_ylim`).
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
@@ -170,15 +236,19 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     ax = ax if ax is not None else fig.axes[0]
     if fit is not None and X_test is not None:
         lines = lines if lines is not None else theory_lines(fit, grid, X_test, Y_test)
-        for m in theory.METHODS:
-            ax.plot(grid, lines[m]["eps_g"], color="k" if m == "infinite_width" else "C0", **_style(m))
-        _one_loop_note(ax, grid, lines["one_loop"]["eps_g"], fit.P)
+        x, curves = grid, {m: lines[m]["eps_g"] for m in theory.METHODS}
     else:
-        for m in theory.METHODS:
-            ax.plot(N1s, [float(r.prediction.sel(quantity="eps_g", theory=m)) for r in results],
-                    color="k" if m == "infinite_width" else "C0", **_style(m))
-    _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], "C3", "finite networks (MC, $\\pm 1\\sigma$)")
-    log_axis(ax)
+        x, curves = N1s, {m: np.array([float(r.prediction.sel(quantity="eps_g", theory=m)) for r in results])
+                          for m in theory.METHODS}
+    colors = {m: "k" if m == "infinite_width" else "C0" for m in curves}
+    for m, y in curves.items():
+        ax.plot(x, y, color=colors[m], **_style(m))
+    lo, hi = _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], "C3",
+                        "finite networks (MC, $\\pm 1\\sigma$)")
+    log_axis(ax, N1s)
+    _fit_ylim(ax, lo, hi, {m.replace("_", "-"): (x, y, colors[m]) for m, y in curves.items()})
+    if fit is not None and X_test is not None:
+        _one_loop_note(ax, grid, curves["one_loop"], fit.P)
     ax.set_xlabel("hidden units $N_1$")
     ax.set_ylabel("generalization loss $\\epsilon_g$")
     ax.set_title(f"$P$={results[0].attrs['P']}, $D$={results[0].attrs['D']}, $T$={results[0].attrs['T']:g}")
@@ -210,15 +280,16 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
                 ax.plot(grid, lines["infinite_width"]["Q"][:, a, b], "--", color=color, alpha=0.6)
             else:
                 ax.plot(N1s, [float(r.prediction.sel(quantity=q, theory="exact")) for r in results], "-", color=color)
-            _mc_points(ax, N1s, [r.sel(quantity=q) for r in results], color, label)
+            _mc_points(ax, N1s, [r.sel(quantity=q) for r in results], color, label, hollow_label="_nolegend_")
         ax.legend(title="outputs $(a, b)$", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.plot([], [], "k-", label="theory $Q^*_{ab}/\\lambda_1$")
     top.plot([], [], "k--", label="infinite width")
+    top.plot([], [], "ko", mfc="none", label=f"hollow: {HOLLOW}")
     top.legend(title="outputs $(a, b)$", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.set_ylabel("$\\langle v_a\\cdot v_a\\rangle/N_1$ (diagonal)")
     bottom.set_ylabel("$\\langle v_a\\cdot v_b\\rangle/N_1$, $a\\neq b$")
     bottom.set_xlabel("hidden units $N_1$")
-    log_axis(bottom)
+    log_axis(bottom, N1s)
     return fig
 
 
@@ -233,7 +304,7 @@ def scaling(groups: dict, fits):
             sub = g[g.theory == th].sort_values("N1")
             x = 1.0 / sub.N1.to_numpy()
             color = f"C{i}"
-            ax.errorbar(x, sub.delta_rel, yerr=sub.delta_rel_error, fmt="o", color=color, capsize=3, label=th)
+            ax.errorbar(x, sub.delta_rel, yerr=sub.delta_rel_error, color=color, label=th, **POINTS)
             f = fits[(fits.quantity == name) & (fits.theory == th)]
             if len(f) and np.isfinite(f.delta_inf.iloc[0]):
                 xs = np.linspace(0.0, x.max() * 1.05, 50)
@@ -257,7 +328,7 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str 
     (else computed here by ``method`` and ``cut``, as :func:`renormpp.diagnostics.compare` does). Left: the traces,
     one colour per chain, thermalization (before the cut) faded; middle: the histogram of the pooled thermalized
     draws (area 1); right: the blocking curve of each chain, with the estimate's error as a horizontal line. A
-    chain that did not move is said so, not drawn as a histogram.
+    chain that did not move is said so, not drawn as a histogram. The legends sit above the panels, off the traces.
     """
     import warnings
 
@@ -277,7 +348,7 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str 
     a1.axvline(cut, color="k", ls=":", lw=0.8, label=f"thermalization cut ({cut})")
     a1.set_xlabel(draw_unit)
     a1.set_ylabel(name)
-    a1.legend(fontsize="small", ncols=2)
+    _legend_above(a1, ncols=3)
     kept = x[:, cut:]
     error = f"{estimate.error:.2g}" if np.isfinite(estimate.error) else "none (no error bar holds)"
     frozen = [c for c in range(kept.shape[0]) if np.ptp(kept[c]) == 0]
@@ -291,7 +362,7 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str 
         a2.axvline(estimate.mean, color="k", ls="--", label=f"mean {estimate.mean:.4g}")
         a2.set_xlabel(name)
         a2.set_ylabel("density")
-        a2.legend()
+        _legend_above(a2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", diagnostics.ShortRunWarning)
             for c, chain in enumerate(kept):
@@ -308,10 +379,16 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str 
         a3.set_xscale("log", base=2)
         a3.set_xlabel(f"block size ({draw_unit}s)")
         a3.set_ylabel("standard error of one chain's mean")
-        a3.legend(fontsize="small")
+        _legend_above(a3)
     fig.suptitle(f"{name}: {estimate.mean:.5g} ± {error} ({estimate.method}, {x.shape[0]} chain(s) pooled, "
                  f"{estimate.n} draws after the cut)" + ("" if estimate.reliable else " — the error bar does not hold"))
     return fig
+
+
+def _legend_above(ax, ncols: int = 2):
+    """The axes' legend in the band between the axes and its title, off the data."""
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=ncols, fontsize="small", borderaxespad=0.2,
+              frameon=False)
 
 
 def _arviz_plot(fn, dt, **kwargs):
@@ -323,21 +400,17 @@ def _arviz_plot(fn, dt, **kwargs):
 
 
 def trace(dt, **kwargs):
-    """Traces of every variable of a DataTree (arviz-plots ``plot_trace``), with a legend of the chains and the
-    variable's name on the y axis."""
-    import arviz_plots
-
-    kwargs.setdefault("figure_kwargs", {"layout": "constrained"})
-    pc = arviz_plots.plot_trace(dt, backend="matplotlib", **kwargs)
-    fig = pc.viz["figure"].item()
+    """Traces of every variable of a DataTree (arviz-plots ``plot_trace``), with the variable's name on the y axis and
+    a legend of the chains right of the first panel (one colour per chain in every panel)."""
+    fig = _arviz_plot("plot_trace", dt, **kwargs)
     for ax in fig.axes:
-        title = ax.get_title()
-        if title and not ax.get_ylabel():
-            ax.set_ylabel(title)
-        handles = ax.get_lines()
-        chains = [h for h in handles if h.get_xdata().size > 1]
-        if 1 < len(chains) <= 10:
-            ax.legend(chains, [f"chain {c}" for c in range(len(chains))], fontsize="small")
+        if ax.get_title() and not ax.get_ylabel():
+            ax.set_ylabel(ax.get_title())
+    chains = [[h for h in ax.get_lines() if h.get_xdata().size > 1] for ax in fig.axes]
+    first = next((i for i, c in enumerate(chains) if 1 < len(c) <= 10), None)
+    if first is not None:
+        fig.axes[first].legend(chains[first], [f"chain {c}" for c in range(len(chains[first]))], fontsize="small",
+                               loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

@@ -62,9 +62,8 @@ def _load(cfg: dict, P: int):
 def run_series(cfg: dict, progress: bool = True) -> dict:
     """Compute (or read back) the best GP and the Adam baseline at every (P, N1) of one series; returns
     ``{P: {"gp": {...}, "adam": {N1: {...}}}}``."""
-    from tqdm.auto import tqdm
-
     from .. import baselines
+    from .progress import bar as progress_bar
 
     b, folder = cfg["baselines"], Path(cfg["out"])
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,7 +75,7 @@ def run_series(cfg: dict, progress: bool = True) -> dict:
     write_atomic(saved, json.dumps(cfg, indent=1))
     space = baselines.SearchSpace(batch_size=tuple(b["batch_size"]))
     out = {}
-    bar = tqdm(total=len(cfg["P"]) * (1 + len(b["N1"])), desc=folder.name, disable=not progress)
+    bar = progress_bar(total=len(cfg["P"]) * (1 + len(b["N1"])), desc=folder.name, disable=not progress)
     for P in cfg["P"]:
         data = _load(cfg, P)
         gp_file = folder / f"P={P}_gp.json"
@@ -129,9 +128,9 @@ def draw(name: str, results: dict, folder: Path) -> tuple[list[str], "pd.DataFra
                     key = f"{part}_{metric}"
                     mean = [a["mean"][key] for a in r["adam"].values()]
                     std = [a["std"][key] for a in r["adam"].values()]
-                    ax.errorbar(N1, mean, yerr=std, fmt="o", color=f"C{i}", capsize=3, label=f"Adam, P = {P}")
+                    ax.errorbar(N1, mean, yerr=std, color=f"C{i}", label=f"Adam, P = {P}", **plots.POINTS)
                     ax.axhline(r["gp"][key], color=f"C{i}", ls="-", label=f"best GP, P = {P}")
-                    plots.log_axis(ax)
+                    plots.log_axis(ax, table[table.series == series].N1.dropna())
                     ax.set_title(f"{part} {metric}")
                     ax.set_xlabel("hidden units $N_1$")
         axes[0][0].legend(fontsize="small")
