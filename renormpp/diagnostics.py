@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import theory
+from .mcmc import base as _base
 
 #: fewer effective samples than this and an error estimate is flagged as unreliable
 MIN_EFFECTIVE = 50
@@ -580,8 +581,9 @@ def _observable_draws(source, fit, X_test, Y_test) -> dict:
 
 
 # ---- did the sampler work? ---------------------------------------------------------------------------------
-#: a chain whose mean acceptance (after the warmup) is below this hardly moves: it fails the health check
-MIN_ACCEPT_PROB = 0.1
+#: a chain whose mean acceptance (after the warmup) is below this hardly moves: it fails the health check (the
+#: threshold of the kernels' own warning, renormpp.mcmc.base)
+MIN_ACCEPT_PROB = _base.MIN_ACCEPT_PROB
 #: a chain with more than this fraction of draws that made a divergent step fails the health check
 MAX_DIVERGENT_FRACTION = 0.01
 #: a theory "agrees" with the sampled mean where |z| is below this (and the error bar is reliable)
@@ -638,10 +640,11 @@ def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True)
     return SamplerHealth(not problems, tuple(problems), acc, div, frozen)
 
 
-def verdict(z: float, delta: float, reliable: bool, settled: bool = True) -> str:
+def verdict(z: float, delta: float, reliable: bool, settled: bool = True, difference: float | None = None) -> str:
     """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict; "(not settled)"
     is added where the chains disagree or the mean drifts (``settled`` False: :func:`converged` without the tau test),
-    so that a deviation of a run that has not reached equilibrium is not read as the theory's."""
+    so that a deviation of a run that has not reached equilibrium is not read as the theory's. Where the theory
+    predicts 0 (Delta infinite) the deviation is the absolute ``difference`` MC - theory."""
     if not np.isfinite(delta) and not np.isfinite(z):
         return "does not apply"
     if not np.isfinite(z) or not reliable:
@@ -649,7 +652,8 @@ def verdict(z: float, delta: float, reliable: bool, settled: bool = True) -> str
     caveat = "" if settled else " (not settled: the chains disagree or the mean drifts)"
     if abs(z) < Z_AGREE:
         return f"agrees (z = {z:+.1f}){caveat}"
-    return f"deviates by {delta:.2%} at z = {z:+.1f}{caveat}"
+    size = f"{delta:.2%}" if np.isfinite(delta) or difference is None else f"{difference:+.3g} (the theory predicts 0)"
+    return f"deviates by {size} at z = {z:+.1f}{caveat}"
 
 
 def _sampler_stats(source) -> tuple[dict | None, str | None]:
@@ -675,13 +679,34 @@ def _sampler_stats(source) -> tuple[dict | None, str | None]:
 # ---- theory against sampling ------------------------------------------------------------------------------
 def theory_fit(fit, method: str, **changes):
     """``fit.refit(method, **changes)``, or None where that theory does not apply: a one-loop Q that is
-    not positive definite, or a method that does not hold for the activation (:func:`renormpp.theory.applies`)."""
+    not positive definite, or a method that does not hold for the activation (:func:`renormpp.theory.applies`);
+    :func:`why_not` says which."""
+    return _fit_or_reason(fit, method, **changes)[0]
+
+
+def why_not(fit, method: str, **changes) -> str:
+    """Why theory ``method`` does not apply at ``fit`` (its data, N1, activation and depth), in words; "" where it
+    applies."""
+    return _fit_or_reason(fit, method, **changes)[1]
+
+
+def _fit_or_reason(fit, method, **changes):
+    name = getattr(fit.activation, "name", fit.activation)
     if not theory.applies(method, fit.activation, fit.depth):
-        return None
+        if fit.depth > 1:
+            return None, f"derived for one hidden layer (depth = {fit.depth})"
+        return None, f"needs an odd activation ({name} is not odd)"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # reported as None instead
+        warnings.simplefilter("ignore", RuntimeWarning)  # reported as the reason instead
         th = fit if (fit.method == method and not changes) else fit.refit(method, **changes)
-    return th if th.converged else None
+    if th.converged:
+        return th, ""
+    alpha = fit.P / changes.get("N1", fit.N1)
+    if method == "one_loop":
+        q_min = float(np.min(np.linalg.eigvalsh(np.asarray(th.Q))))
+        return None, (f"the one-loop Q is not positive definite at alpha = {alpha:.3g} (smallest eigenvalue "
+                      f"{q_min:.3g}): perturbation theory has broken down")
+    return None, f"the solve did not converge at alpha = {alpha:.3g} (gradient norm {th.grad_norm:.2g})"
 
 
 def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto",
@@ -704,10 +729,12 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
 
     Returns
     -------
-    xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (exact,
-    one_loop, infinite_width): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
+    xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (every method of
+    :data:`renormpp.theory.METHODS`): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
     ``z`` = (MC - TH) / MC error, ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
-    eq:supp:discrep) and ``verdict`` (:func:`verdict`: agrees where :math:`|z| <` :data:`Z_AGREE`); the equilibrium
+    eq:supp:discrep), ``verdict`` (a string per quantity and theory, :func:`verdict`: agrees where :math:`|z| <`
+    :data:`Z_AGREE`) and ``not_applicable`` (per theory: why it does not apply here, :func:`why_not`; "" where it
+    does); the equilibrium
     tests ``drift_z`` and ``drifting`` (:func:`drift`), ``chains_p`` and ``chains_apart`` (:func:`chain_spread`), both
     judged among all the quantities (:func:`equilibrium_z`), and ``settled`` (neither raises its alarm), and ``rhat`` (:func:`rhat`, shown, not judged).
     ``attrs``: ``sampler`` (the description), ``sampler_ok`` and ``sampler_problems`` (:func:`sampler_health`
@@ -731,8 +758,10 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     drifts = [drift(s, cut=e.cut) for s, e in zip(series, estimates)]
 
     pred = np.empty((len(names), len(theory.METHODS)))
+    reasons = []
     for j, name in enumerate(theory.METHODS):
-        th = theory_fit(fit, name)
+        th, reason = _fit_or_reason(fit, name)
+        reasons.append(reason)
         if th is None:
             pred[:, j] = np.nan
             continue
@@ -748,7 +777,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     drifting = [d.moves(len(names)) for d in drifts]
     apart = [c.apart(len(names)) for c in spreads]
     settled = [not (d or a) for d, a in zip(drifting, apart)]
-    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i])
+    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i], mc[i] - pred[i, j])
                  if health.ok or not np.isfinite(pred[i, j])
                  else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
     ds = xr.Dataset(
@@ -761,7 +790,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              settled=("quantity", settled),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
-             delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object))),
+             delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object)),
+             not_applicable=("theory", np.array(reasons, dtype=object))),
         coords=dict(quantity=names, theory=list(theory.METHODS),
                     a=("quantity", [-1] + [a for a, _ in pairs]), b=("quantity", [-1] + [b for _, b in pairs])),
         attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
@@ -771,6 +801,14 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     )
     ds.attrs["summary"] = summary(ds)
     return ds
+
+
+def does_not_apply(ds, method: str) -> str:
+    """Why ``method`` does not apply in :func:`compare`'s ``ds`` (datasets written before the reason was kept: a
+    generic one)."""
+    if "not_applicable" in ds:
+        return str(ds.not_applicable.sel(theory=method).item())
+    return "a non-odd activation, or a one-loop Q that is not positive definite"
 
 
 def summary(ds) -> str:
@@ -787,7 +825,7 @@ def summary(ds) -> str:
     for th in ds.theory.values:
         p = float(e.prediction.sel(theory=th))
         lines.append(f"   {th:15s} {p:.5g}  {e.verdict.sel(theory=th).item()}" if np.isfinite(p) else
-                     f"   {th:15s} (does not apply: non-odd activation, or a one-loop Q that is not positive definite)")
+                     f"   {th:15s} (does not apply: {does_not_apply(ds, th)})")
     ov = ds.sel(quantity=ds.quantity[1:])
     for th in ("exact", "infinite_width"):
         zs = np.abs(ov.z.sel(theory=th).values)

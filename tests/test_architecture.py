@@ -18,12 +18,12 @@ ALLOWED = {
     "models": {"_checks", "network", "readout"},
     "theory": {"_checks", "kernels", "network"},
     "infer": {"_checks", "mcmc"},
-    "diagnostics": {"theory", "models", "observables"},
+    "diagnostics": {"mcmc", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},
     "baselines": {"_checks", "datasets", "network", "theory"},
     "experiments": {"baselines", "datasets", "diagnostics", "infer", "mcmc", "models", "network", "observables",
                     "plots", "readout", "theory"},
-    "cli": {"experiments"},
+    "cli": {"datasets", "experiments"},
 }
 
 

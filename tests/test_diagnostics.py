@@ -135,6 +135,10 @@ def test_compare_on_constructed_samples(problem, method):
     one = fit.refit("one_loop")
     np.testing.assert_allclose(ds.prediction.sel(quantity="overlap[0,1]", theory="one_loop"), one.readout_overlap[0, 1])
     assert "eps_g  MC" in ds.attrs["summary"] and "exact" in ds.attrs["summary"]
+    # infinite width predicts 0 off the diagonal: its deviation is the absolute difference, not "inf%" (issue 30)
+    off = ds.sel(quantity="overlap[0,1]", theory="infinite_width")
+    gap = float(off.mc_mean)
+    assert "inf" not in off.verdict.item() and f"deviates by {gap:+.3g} (the theory predicts 0)" in off.verdict.item()
 
 
 def test_compare_rejects_mismatched_input(problem):
@@ -263,7 +267,10 @@ def test_compare_and_plots_with_a_non_odd_activation(problem, tmp_path):
                                fit.refit("exact").generalization_error(data.X_test, data.Y_test))
     np.testing.assert_allclose(ds.prediction.sel(quantity="eps_g", theory="infinite_width"),
                                fit.generalization_error(data.X_test, data.Y_test))
-    assert "does not apply" in ds.attrs["summary"]
+    # the reason is the one at this point, not a list of possible ones (issue 30, item 2)
+    assert "corrected       (does not apply: needs an odd activation (relu is not odd))" in ds.attrs["summary"]
+    assert ds.not_applicable.sel(theory="corrected").item() == dg.why_not(fit, "corrected") != ""
+    assert ds.not_applicable.sel(theory="exact").item() == ""
     fig = plots.generalization_vs_N1([ds], fit, data.X_test, data.Y_test)
     _check_png(fig, tmp_path / "relu.png", xlabels=["hidden units"])
 
@@ -467,3 +474,19 @@ def test_compare_and_the_report_flag_a_drifting_series(problem):
 
     table = stages.comparison_markdown(ds)
     assert "still drifting" in table.splitlines()[2] and "still drifting" not in table.splitlines()[3]
+
+
+def test_why_a_theory_does_not_apply_names_the_reason_at_that_point():
+    """The one-loop Q is not positive definite at large alpha: the reason says so, with alpha and the eigenvalue
+    (checked against the one-loop Q computed here); where it is positive definite there is no reason."""
+    data = rp.datasets.synthetic(P=200, P_test=20, N0=50, D=3, teacher="linear", seed=0)
+    fit = rp.theory.solve(data.X, data.Y, N1=50, T=0.01, method="infinite_width")
+    with pytest.warns(RuntimeWarning, match="not positive definite"):
+        q_min = np.linalg.eigvalsh(fit.refit("one_loop").Q)[0]
+    assert q_min < 0
+    reason = dg.why_not(fit, "one_loop")
+    assert reason.startswith("the one-loop Q is not positive definite at alpha = 4 (smallest eigenvalue")
+    assert f"{q_min:.3g}" in reason
+    assert dg.theory_fit(fit, "one_loop") is None
+    assert dg.why_not(fit, "one_loop", N1=800) == "" and dg.theory_fit(fit, "one_loop", N1=800) is not None
+    assert dg.why_not(fit, "exact") == ""

@@ -87,6 +87,30 @@ def test_every_output_exists_and_parses(sweep):
     assert "generalization_vs_N1.png" in (sweep / "report.md").read_text()
 
 
+def test_the_report_opens_with_what_the_run_says(sweep):
+    """The first report read as the theory failing and said nothing about why (issue 30, item 2): it opens with a
+    paragraph computed from the run (sign and size of the gap to each theory, against the pooled table) and what is
+    known about such gaps."""
+    text = (sweep / "report.md").read_text()
+    first = next(ln for ln in text.splitlines() if ln.startswith("**In short.**"))
+    assert text.index("**In short.**") < text.index("![generalization error")
+    pooled = pd.read_csv(sweep / "pooled.csv")
+    eps = pooled[pooled.quantity == "eps_g"].set_index(["N1", "theory"])
+    for N1 in (8, 32):
+        for t in ("exact", "infinite_width"):
+            row = eps.loc[(N1, t)]
+            rel = (row.mc_mean - row.prediction) / abs(row.prediction)
+            assert f"{rel:+.1%} (z {row.z:+.1f}) at N1 = {N1}" in first or f"{rel:+.2%} (z {row.z:+.1f}) at N1 = {N1}" \
+                in first, (N1, t, first)
+    below = all(eps.loc[(N1, "exact")].mc_mean < eps.loc[(N1, "exact")].prediction for N1 in (8, 32))
+    above = all(eps.loc[(N1, "exact")].mc_mean > eps.loc[(N1, "exact")].prediction for N1 in (8, 32))
+    assert ("sits below the exact" in first) == below and ("sits above the exact" in first) == above
+    agree = sum(v.startswith("agrees") for v in eps.xs("exact", level="theory").verdict)
+    assert f"it agrees (|z| < 3) at {agree} of 2 widths" in first
+    if agree < 2:
+        assert "theory_beyond.py" in first and "07_validity_map" in first
+
+
 def test_recorded_observables_are_those_of_the_network(sweep):
     """The draws are eps_g and v v^T/N1 of the sampled network: eps_g >= 0, overlaps symmetric and PSD."""
     post = posterior(sweep / "points" / "N1=8_seed=0")
@@ -384,6 +408,15 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
         e = rp.diagnostics.error_of_mean(draws["overlap"][..., a, b])
         assert e.reliable and e.error <= 0.05
     assert pd.read_csv(out / "summary.csv").stopped.tolist() == ["target_error"]
+    # where it stops does not depend on the machine's speed: blocks of another length (chunk_seconds sizes them from
+    # the measured time per draw) stop at the same draw, a point of the fixed check grid (issue 30, item 4)
+    again = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "c"), "target_error": target,
+                                                "chunk_seconds": 0.02}})
+    assert json.loads((again / "points" / "N1=8_seed=0" / "result.json").read_text())["draws"] == res["draws"]
+    grid = [stages.next_check(0)]
+    while grid[-1] < res["draws"]:
+        grid.append(stages.next_check(grid[-1]))
+    assert res["draws"] == grid[-1] and grid[:4] == [10, 20, 30, 40] and grid[-1] - grid[-2] <= max(10, grid[-2] // 9)
     # an early part of the same draws had not reached it: the check is of the errors, not of the number of draws
     cfg = rp.experiments.resolve({**base, "run": {**base["run"], "out": str(tmp_path / "a"), "target_error": target}})
     assert stages.accuracy(draws, cfg.run.target_error)[0]
@@ -451,3 +484,22 @@ def test_a_finite_size_scaling_sweep_reports_the_extrapolation(tmp_path):
     np.testing.assert_allclose([row.delta_inf, row.slope], [intercept, slope], rtol=1e-8, atol=1e-12)
     assert "## Extrapolation to 1/N1 = 0" in (out / "report.md").read_text()
     assert mpimg.imread(out / "scaling.png").ndim == 3
+
+
+def test_progress_off_a_terminal_is_one_line_per_block_and_point(tmp_path, capsys):
+    """Where stderr is a log file or a pipe, a tqdm bar's redraws became thousands of lines (issue 30, item 8): there
+    progress is one plain line per block of draws and one per finished point."""
+    from renormpp.experiments import progress
+
+    out = ex.run(tiny(tmp_path, run__progress=True, model__N1=[8], run__chunk_seconds=5.0))
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = [ln for ln in err.splitlines() if "warmup+sampling" in ln or ln.startswith("points")]
+    blocks = [ln for ln in lines if "warmup+sampling" in ln]
+    assert blocks[-1].split(": ")[1].startswith("140/140 it (100%)")
+    # the adaptive warmup decides every 10 draws (2 blocks here); after it the blocks grow toward chunk_seconds (5 s:
+    # all 120 draws at once), where they used to stay at 10 draws (12 more blocks)
+    assert 2 <= len(blocks) <= 5, blocks
+    assert lines[-1].startswith("points: 1/1 point (100%)") and "N1=8_seed=0: eps_g" in lines[-1]
+    assert (out / "report.md").exists()
+    assert isinstance(progress.bar(total=3, desc="x"), progress.LineBar)  # pytest's captured stderr: no terminal

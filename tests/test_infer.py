@@ -203,6 +203,32 @@ def test_no_warning_without_divergence():
     assert int(np.sum(mcmc.last_state.num_divergent)) == 0
 
 
+@pytest.mark.parametrize("make", [
+    lambda: infer.Langevin(potential_fn=gaussian_potential, step_size=10.0, adjust=True),
+    lambda: infer.KineticLangevin(potential_fn=gaussian_potential, step_size=10.0, adapt_step_size=False,
+                                  adapt_mass=False),
+], ids=["mala", "kinetic"])
+def test_a_frozen_chain_warns_inside_plain_numpyro(make):
+    # issue 30, item 7: MCMC(Langevin(..., step_size=10.0, adjust=True)) ran with acceptance 0 and not a word
+    mcmc = MCMC(make(), num_warmup=10, num_samples=120, num_chains=2, chain_method="vectorized", progress_bar=False)
+    with pytest.warns(infer.LowAcceptanceWarning, match=r"chain\(s\) \[0, 1\] accepted .* draws since the warmup "
+                                                        r"\(below 0.1\) at step_size=10.*Reduce step_size"):
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 3)), extra_fields=("accept_prob",))
+    assert np.mean(mcmc.get_extra_fields()["accept_prob"]) < infer.langevin.MIN_ACCEPT_PROB
+    # the running mean restarts after the warmup, as NumPyro's HMC's does: the post-warmup draws' mean
+    acc = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["accept_prob"])
+    np.testing.assert_allclose(np.asarray(mcmc.last_state.mean_accept_prob), acc.mean(axis=1), rtol=1e-4, atol=1e-6)
+
+
+def test_a_moving_chain_does_not_warn_of_low_acceptance():
+    kernel = infer.Langevin(potential_fn=gaussian_potential, step_size=0.05, adjust=True)
+    mcmc = MCMC(kernel, num_warmup=10, num_samples=120, num_chains=2, chain_method="vectorized", progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 3)))
+    assert np.all(np.asarray(mcmc.last_state.mean_accept_prob) > 0.5)
+
+
 def test_paper_units():
     assert infer.paper_step_size(1e-3, 0.01) == pytest.approx(1e-5)
     with pytest.raises(ValueError, match="positive"):

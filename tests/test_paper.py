@@ -52,6 +52,9 @@ def test_every_figure_config_round_trips_through_print_config(name, size, tmp_pa
         assert (m.T, m.lambda0, m.lambda1, m.activation, m.depth) == (0.01, 1.0, 1.0, "erf", 1)  # the paper's
         if size == "full":
             assert back.data.P == back.data.P_test == 1000 and back.run.target_error is not None
+        if size == "quick":  # stops on accuracy or on a number of draws, never on wall time (issue 30, item 4)
+            assert back.run.max_seconds is None and back.run.target_error is not None
+            assert back.sampler.num_samples == paper.QUICK_DRAWS
 
 
 def test_quick_widths_keep_the_loads_of_the_full_grid():

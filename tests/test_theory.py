@@ -353,3 +353,15 @@ def test_solver_converges_across_scales(scale, T, N1):
         warnings.simplefilter("error")
         fit = rp.theory.solve(data.X, scale * data.Y, N1=N1, T=T)
     assert fit.converged and fit.grad_norm <= 1e-8 and np.linalg.eigvalsh(fit.Q)[0] > 0
+
+
+def test_the_repr_says_what_was_solved():
+    """fit.refit("one_loop") printed converged=True beside grad_norm 0.13 (issue 30, item 6): the one-loop Q solves
+    nothing, and its repr says so."""
+    data = rp.datasets.synthetic(P=50, P_test=10, N0=10, D=2, seed=0)
+    fit = rp.theory.solve(data.X, data.Y, N1=30)
+    one = repr(fit.refit("one_loop"))
+    assert "method='one_loop'" in one and "solves nothing" in one and "distance from the saddle point" in one
+    exact = repr(fit)
+    assert "method='exact'" in exact and f"n_iter={fit.n_iter}" in exact and "solves nothing" not in exact
+    assert "nothing solved" in repr(fit.refit("infinite_width"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from .signals import STOP, Interrupted
@@ -69,8 +70,9 @@ class Ray:
         ray = self.ray
         started = not ray.is_initialized()
         if started:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=True,
-                     configure_logging=False)
+            with warnings.catch_warnings():  # Ray starts its processes by fork + exec, which is safe with JAX
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=True, configure_logging=False)
         remote = ray.remote(num_cpus=self.cpus_per_point, max_retries=0)(fn)
         pending = {remote.remote(job): job for job in jobs}
         try:

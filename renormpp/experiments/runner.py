@@ -68,8 +68,7 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
 
 
 def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
-    from tqdm.auto import tqdm
-
+    from .progress import bar as progress_bar
     from .report import report
 
     r = cfg.run
@@ -80,8 +79,8 @@ def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
             if not PointStore(outdir / "points" / p.name).finished]
     failed, stopped, not_started = {}, [], []
     STOP.clear()
-    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="points", unit="point",
-               disable=not r.progress, dynamic_ncols=True)
+    bar = progress_bar(total=len(points), initial=len(points) - len(todo), desc="points", unit="point",
+                       disable=not r.progress)
     try:
         with stop_on_sigterm():
             for job, result, err in pool.map(_job, todo):
@@ -95,8 +94,8 @@ def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
                         raise err
                     failed[name] = f"{type(err).__name__}: {err}"
                 else:
-                    bar.update(1)
                     bar.set_postfix_str(f"{name}: eps_g {result['eps_g']:.4g} ± {result['eps_g_error']:.2g}")
+                    bar.update(1)
     finally:
         bar.close()
     stores = [PointStore(outdir / "points" / p.name) for p in points]

@@ -168,7 +168,7 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     The chains carry their random keys in their state, so where the blocks begin does not change the draws: a
     resumed point gives the draws of an uninterrupted one.
     """
-    from tqdm.auto import tqdm
+    from .progress import bar as progress_bar
 
     s, r = p.sampler, p.run
     notes = store.read_json("sampling_notes.json", default=[])
@@ -179,14 +179,17 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
     adaptive = adaptive_warmup(p, chains, ck.state, history=ck.joined(warmup=True))
     W = warmup_end(ck.state, W)
     stopped = "num_samples"
-    bar = tqdm(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
-               disable=not progress, leave=False, dynamic_ncols=True)
+    bar = progress_bar(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
+                       disable=not progress, leave=False)
     block, probes = 10, 2  # two short blocks time an iteration; then blocks of about chunk_seconds
     length = max(min(max(W, total), MAX_BLOCK), block)  # every block runs in one compilation of this length
+    check = next_check(ck.n)  # the draw count at which stop on accuracy looks next
     try:
         while ck.warm + ck.n < W + total:
             warmup = ck.warm < W
             n = min(block, (W - ck.warm) if warmup else (total - ck.n))
+            if not warmup and r.target_error is not None:
+                n = min(n, check - ck.n)  # blocks end on the check grid: where a run stops is the same on any machine
             t0 = time.perf_counter()
             with _noted(notes):
                 state, draws, stats = chains.run(ck.state, n, length)
@@ -202,23 +205,25 @@ def sample(p, data, store: PointStore, *, progress: bool = True, label: str = ""
             else:
                 ck.n += n
                 ck.add(draws, stats)
-            bar.update(n)
             if "accept_prob" in stats:
                 bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}")
             probes -= 1
-            if probes == 0:
+            if probes <= 0:  # blocks of about chunk_seconds, from the last block's time per draw
                 block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
             if adaptive is not None and ck.warm < W:
                 block = min(block, WARMUP_BLOCK)  # the adaptive warmup decides between blocks
             end_of_warmup = warmup and ck.warm == W
             if not warmup and ck.n < total:
-                stopped, errors = _early_stop(ck, r)
+                stopped, errors = _early_stop(ck, r, check)
+                check = next_check(ck.n) if ck.n >= check else check
                 total = ck.n if stopped else total
                 if errors:  # what stop on accuracy waits for, on the progress bar
                     bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}, eps_g err "
                                         f"{100 * errors['eps_g']:.2f}%, overlap err {errors['overlap']:.4f}, "
                                         f"R-hat {errors['rhat']:.3f}" if "accept_prob" in stats else
                                         f"eps_g err {100 * errors['eps_g']:.2f}%, R-hat {errors['rhat']:.3f}")
+            bar.total = W + total
+            bar.update(n)
             if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
                 ck.save()
                 store.write_json("sampling_notes.json", notes)
@@ -264,13 +269,23 @@ def warmup_end(state, num_warmup: int) -> int:
     return int(np.asarray(adaptation.schedule).reshape(-1, 3)[0, 2])
 
 
-def _early_stop(ck, r) -> tuple[str, dict]:
+def next_check(n: int) -> int:
+    """The first draw count after ``n`` on the grid where stop on accuracy is checked: 10, 20, ..., then about 10%
+    apart (multiples of 10). The grid is fixed, so a seed stops at the same draw on any machine and after any
+    resumption; its checks cost about ten full passes over the draws in all, not one per block."""
+    g = 10
+    while g <= n:
+        g = max(g + 10, int(np.ceil(g * 1.1 / 10)) * 10)
+    return g
+
+
+def _early_stop(ck, r, check: int) -> tuple[str, dict]:
     """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent), "target_error" (every
-    error of :func:`accuracy` is reached and every quantity has settled), or "" (go on); and the errors of
-    :func:`accuracy` where a target is set."""
+    error of :func:`accuracy` is reached and every quantity has settled, judged where the draws reach ``check``, a
+    point of :func:`next_check`'s grid), or "" (go on); and the errors of :func:`accuracy` where they were judged."""
     if r.max_seconds is not None and ck.seconds >= r.max_seconds:
         return "max_seconds", {}
-    if r.target_error is None:
+    if r.target_error is None or ck.n < check:
         return "", {}
     reached, errors = accuracy(ck.joined()[0], r.target_error, r.error_method)
     return ("target_error" if reached else ""), errors
@@ -329,7 +344,8 @@ def comparison_markdown(ds) -> str:
         cells = []
         for t in methods:
             pred = float(row.prediction.sel(theory=t))
-            cells.append(f"{pred:.5g} | {row.verdict.sel(theory=t).item()}" if np.isfinite(pred) else "– | does not apply")
+            cells.append(f"{pred:.5g} | {row.verdict.sel(theory=t).item()}" if np.isfinite(pred) else
+                         f"– | does not apply: {diagnostics.does_not_apply(ds, t)}")
         flag = "" if bool(row.reliable) else " (error bar does not hold)"
         if "drifting" in row and bool(row.drifting):
             flag += f" (still drifting: Geweke z = {float(row.drift_z):+.1f})"

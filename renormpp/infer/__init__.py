@@ -7,8 +7,9 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
   ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks.
 """
 from .chains import Chains, DivergenceWarning
-from .langevin import ULA_BIAS_BOUND, KineticLangevin, Langevin, LangevinState, ULABiasWarning, paper_step_size
+from .langevin import (ULA_BIAS_BOUND, KineticLangevin, Langevin, LangevinState, LowAcceptanceWarning, ULABiasWarning,
+                       paper_step_size)
 from .observed import Observed, ObservedState
 
-__all__ = ["Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState", "Observed", "ObservedState",
-           "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]
+__all__ = ["Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState", "LowAcceptanceWarning",
+           "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]

@@ -15,6 +15,12 @@ A step whose potential or gradient is NaN or inf is rejected (the chain stays wh
 is ever NaN. MALA and kinetic Langevin test every update; ULA tests once per recorded draw (NaN and inf
 propagate) and rejects the draw's ``inner_steps`` updates together, so that its inner loop runs at the speed of
 a bare loop.
+
+A Metropolis-adjusted chain that hardly accepts its moves is frozen: its draws are its start, not the posterior.
+After 50, 100, 200, ... draws past the warmup the kernel checks every chain's mean acceptance since the warmup
+(``mean_accept_prob``, reset when the warmup ends, as NumPyro's HMC does) and warns, naming the chains and the step,
+where it is below :data:`MIN_ACCEPT_PROB` (the same threshold as ``renormpp run``'s health check,
+:func:`renormpp.diagnostics.sampler_health`).
 """
 from __future__ import annotations
 
@@ -92,6 +98,16 @@ def paper_step_size(epsilon: float = 1e-3, T: float = 0.01) -> float:
 ULA_BIAS_BOUND = 0.1
 
 
+MIN_ACCEPT_PROB = base.MIN_ACCEPT_PROB
+#: the first post-warmup draw at which the acceptance is checked; then at twice as many draws, and so on
+ACCEPT_CHECK_FIRST = 50
+
+
+class LowAcceptanceWarning(RuntimeWarning):
+    """A Metropolis-adjusted chain accepts almost none of its moves: it is frozen, and its draws are not the
+    posterior."""
+
+
 class ULABiasWarning(RuntimeWarning):
     """ULA's step is large against the curvature of the potential: its draws are biased, and their error bars do not
     show it."""
@@ -107,6 +123,16 @@ def _warn_divergence(first, total, step_size):
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+def _warn_low_acceptance(n, mean_accept_prob, step_size):
+    acc = np.atleast_1d(np.asarray(mean_accept_prob, dtype=float))
+    low = [c for c, a in enumerate(acc) if a < MIN_ACCEPT_PROB]
+    warnings.warn(
+        f"Langevin: chain(s) {low} accepted {', '.join(f'{acc[c]:.3f}' for c in low)} of their moves on average over "
+        f"the {int(n)} draws since the warmup (below {MIN_ACCEPT_PROB}) at step_size={float(np.max(step_size)):.3g}: "
+        "the chain is frozen and its draws are not the posterior. Reduce step_size, or let the warmup tune it "
+        "(num_warmup > 0 with adapt_step_size=True).", LowAcceptanceWarning, stacklevel=2)
 
 
 def _fingerprint(model_args, model_kwargs) -> jax.Array:
@@ -225,6 +251,8 @@ class Langevin(MCMCKernel):
         ``chain_method="sequential"``) each chain adapts on its own, as Stan does.
     warn_divergences : warn (from a host callback) at the first divergence of each chain. With False,
         divergences are only flagged (``diverging``, ``num_divergent``), and draws are still never NaN.
+    warn_low_acceptance : adjusted kernels: warn (:class:`LowAcceptanceWarning`) where a chain's mean acceptance
+        since the warmup is below :data:`MIN_ACCEPT_PROB` after 50, 100, 200, ... draws (a frozen chain).
 
     Use with :class:`numpyro.infer.MCMC` (any ``chain_method``; thinning; progress bar). To continue a run,
     ``mcmc.post_warmup_state = mcmc.last_state`` and ``mcmc.run(mcmc.last_state.rng_key, ...)``.
@@ -236,7 +264,8 @@ class Langevin(MCMCKernel):
                  inner_steps: int = 1, observables: Callable | None = None,
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = False, target_accept_prob: float | None = None,
-                 gibbs_fn: Callable | None = None, gibbs_sites=("v",), pooled_adaptation: bool = False):
+                 gibbs_fn: Callable | None = None, gibbs_sites=("v",), pooled_adaptation: bool = False,
+                 warn_low_acceptance: bool = True):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model or potential_fn")
         step_size = positive("step_size", step_size, "the Langevin step h")
@@ -254,6 +283,7 @@ class Langevin(MCMCKernel):
         self._step_size, self._adjust, self._inner_steps = float(step_size), bool(adjust), int(inner_steps)
         self._observables, self._init_strategy = observables, init_strategy
         self._warn_divergences = bool(warn_divergences)
+        self._warn_acceptance = bool(warn_low_acceptance)
         self._pooled = bool(pooled_adaptation)
         self._adapt_step, self._adapt_mass, self._target = bool(adapt_step_size), False, float(target)
         self._row_mass, self._freeze_gibbs = None, False
@@ -403,6 +433,15 @@ class Langevin(MCMCKernel):
             jax.lax.cond(jnp.any(first),
                          lambda: jax.debug.callback(_warn_divergence, first, new.num_divergent, new.step_size),
                          lambda: None)
+        if self._adjust and self._warn_acceptance:
+            # at 50, 100, 200, ... draws after the warmup (the warmup's end: the same for every chain)
+            n = new.i - new.adaptation.schedule[..., 2]
+            n = n[0] if batched else n
+            check = (n >= ACCEPT_CHECK_FIRST) & (n % ACCEPT_CHECK_FIRST == 0)
+            check &= jnp.bitwise_and(n // ACCEPT_CHECK_FIRST, n // ACCEPT_CHECK_FIRST - 1) == 0  # a power of two
+            jax.lax.cond(check & jnp.any(new.mean_accept_prob < MIN_ACCEPT_PROB),
+                         lambda: jax.debug.callback(_warn_low_acceptance, n, new.mean_accept_prob, new.step_size),
+                         lambda: None)
         return new
 
     def _adapt(self, state, new, batched):
@@ -492,7 +531,9 @@ class Langevin(MCMCKernel):
         if self._gibbs_fn is not None:
             core = base.gibbs_step(key_gibbs, core, U, self._gibbs_draw)
         i = state.i + 1
-        mean_accept_prob = state.mean_accept_prob + (info.accept_prob - state.mean_accept_prob) / i
+        end = ws.schedule[2]  # the warmup's end: the running mean restarts there, as in NumPyro's HMC
+        mean_accept_prob = state.mean_accept_prob + (info.accept_prob - state.mean_accept_prob) / jnp.where(
+            state.i < end, i, i - end)
         return LangevinState(i, self._bound.unravel(core.position), core.potential_energy, core.grad,
                              getattr(core, "momentum", None), self._record(core.position, model_args, model_kwargs),
                              info.accept_prob, mean_accept_prob, info.num_divergent > 0,
@@ -527,12 +568,13 @@ class KineticLangevin(Langevin):
                  init_strategy: Callable = init_to_sample, warn_divergences: bool = True,
                  adapt_step_size: bool = True, adapt_mass: bool = True, target_accept_prob: float | None = None,
                  gibbs_fn: Callable | None = None, gibbs_sites=("v",), row_mass: str | None = None,
-                 freeze_gibbs_sites: bool = False, accept_shift: float = 0.0, pooled_adaptation: bool = False):
+                 freeze_gibbs_sites: bool = False, accept_shift: float = 0.0, pooled_adaptation: bool = False,
+                 warn_low_acceptance: bool = True):
         super().__init__(model, potential_fn=potential_fn, step_size=step_size, adjust=adjust,
                          inner_steps=inner_steps, observables=observables, init_strategy=init_strategy,
                          warn_divergences=warn_divergences, adapt_step_size=adapt_step_size,
                          target_accept_prob=target_accept_prob, gibbs_fn=gibbs_fn, gibbs_sites=gibbs_sites,
-                         pooled_adaptation=pooled_adaptation)
+                         pooled_adaptation=pooled_adaptation, warn_low_acceptance=warn_low_acceptance)
         self._friction = positive("friction", friction, "the friction gamma")
         self._adapt_mass = bool(adapt_mass)
         if row_mass is not None and not self._adapt_mass:

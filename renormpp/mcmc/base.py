@@ -6,6 +6,10 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+#: a Metropolis-adjusted chain whose mean acceptance is below this hardly moves: it is frozen (the kernels' warning,
+#: renormpp.infer; the health check of a run, renormpp.diagnostics.sampler_health)
+MIN_ACCEPT_PROB = 0.1
+
 
 class State(NamedTuple):
     """A point of the chain: the flat ``position`` (n,), its ``potential_energy`` U and its gradient ``grad`` (n,)."""

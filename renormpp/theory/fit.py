@@ -77,6 +77,17 @@ class TheoryFit:
     mean_t: np.ndarray | None = field(default=None, repr=False)  # V^T m, the mean feature in the eigenbasis (non-odd)
     depth: int = 1
 
+    def __repr__(self) -> str:
+        solved = {"one_loop": "the one-loop Q solves nothing: converged means it is positive definite, and grad_norm is "
+                              "its distance from the saddle point",
+                  "infinite_width": "infinite width: nothing solved"}.get(self.method, f"n_iter={self.n_iter}")
+        act = getattr(self.activation, "name", self.activation)
+        depth = f", depth={self.depth}" if self.depth > 1 else ""
+        Q = np.array2string(np.asarray(self.Q), precision=4, suppress_small=True, separator=", ").replace("\n", "")
+        return (f"TheoryFit(method={self.method!r}, N1={self.N1:g}, alpha={self.alpha:.3g}, D={self.D}, "
+                f"activation={act!r}{depth}, T={self.T:g}, converged={self.converged}, grad_norm={self.grad_norm:.2g}, "
+                f"action={self.action:.6g}, {solved}, Q={Q})")
+
     # --- derived quantities ------------------------------------------------------------------
     @property
     def P(self) -> int:
