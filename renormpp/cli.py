@@ -15,7 +15,7 @@ DESCRIPTION = """\
 Finite Bayesian networks sampled with NumPyro, against their proportional-limit theory.
 
   renormpp run CONFIG.toml   run a sweep over N1 (renormpp run OUTDIR resumes or extends one)
-  renormpp demo              the built-in sweep on a synthetic teacher (3.5-5.5 minutes on a 2-core machine)
+  renormpp demo              the built-in sweep on a synthetic teacher (4.5-5.5 minutes on a 2-core machine)
   renormpp report OUTDIR     rewrite the report of a sweep from its finished points
   renormpp paper FIGURE      a figure of the paper (fig1a ... fig4): its sweeps run or resumed, then drawn
   renormpp data fetch NAME   download mnist, cifar10 or all (checked by MD5), which the paper's figures need"""
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="a TOML config file, or the output folder of an earlier run to resume it")
     demo = sub.add_parser("demo", help="the built-in sweep: theory and sampling over N1 on a synthetic teacher",
                           description="The built-in sweep: theory and sampled finite networks over five widths N1 "
-                                      "on a synthetic teacher (2000 draws per chain each; 3.5-5.5 minutes on a "
+                                      "on a synthetic teacher (2000 draws per chain each; 4.5-5.5 minutes on a "
                                       "2-core machine).",
                           epilog=EXIT_CODES, formatter_class=fmt)
     demo.add_argument("--out", help="output folder (default: renormpp-demo, or renormpp-demo-smoke for --size smoke)")

@@ -3,8 +3,8 @@
 A reduced Fig. 1a and Fig. 2: P=200 Gaussian inputs in N0=50 dimensions with D=3 outputs from a linear
 teacher, erf networks at T=0.01 for five widths from N1=50 (alpha = P/N1 = 4) to N1=800 (alpha = 0.25), each
 sampled with the recommended sampler, Metropolis-adjusted kinetic Langevin on w with the readout v integrated
-out exactly (two chains; the observables are their expectations given w). 3.5-5.5 minutes on a 2-core machine
-(3.6 on an AMD EPYC, 5.1 on an Intel Xeon). ``renormpp demo --print-config`` prints it as TOML, a starting point
+out exactly (two chains; the observables are their expectations given w). 4.5-5.5 minutes on a 2-core machine
+(4.9 on an AMD EPYC, 5.1 on an Intel Xeon). ``renormpp demo --print-config`` prints it as TOML, a starting point
 for your own sweeps. ``renormpp demo --size smoke`` runs :data:`SMOKE`, the same sweep at two widths and a tenth of
 the draws: a check that an installation works (under a minute), not a result.
 
