@@ -183,7 +183,7 @@ def in_short(pooled, data) -> list[str]:
     """The report's opening paragraph, computed from the comparisons (one per N1): where the sampled eps_g sits
     against each theory (sign, size, z), how the gap of the exact theory changes with N1, and what is known about such
     gaps, so that a reader of the first report knows what the numbers below mean."""
-    from .. import theory
+    from .. import diagnostics, theory
 
     if not pooled:
         return []
@@ -215,7 +215,7 @@ def in_short(pooled, data) -> list[str]:
         agree = sum("exact" in r["agree"] for r in exact)
         text.append(f"The sampled finite networks' eps_g sits {side} the exact (proportional-limit) theory: "
                     f"{_span(exact, 'exact')} (alpha = P/N1 from {P / exact[0]['N1']:.3g} to {P / exact[-1]['N1']:.3g}); "
-                    f"it agrees (|z| < {3:g}) at {agree} of {len(exact)} widths.")
+                    f"it agrees (|z| < {diagnostics.Z_AGREE:g}) at {agree} of {len(exact)} widths.")
         if len(exact) > 1:
             gaps = [abs(r["exact"]) for r in exact]
             trend = ("shrinks steadily" if all(np.diff(gaps) < 0) else "grows" if all(np.diff(gaps) > 0) else
