@@ -1,6 +1,6 @@
 """Deep networks (issue 16): the depth-L Wishart-ansatz theory against sampled finite deep networks, and its cost.
 
-Run:  .venv/bin/python benchmarks/deep.py            (about 20 min on 2 cores; resumable: runs/deep/)
+Run:  .venv/bin/python benchmarks/deep.py            (about 8 min on 2 cores; resumable: runs/deep/)
       .venv/bin/python benchmarks/deep.py --quick    (smoke run at small sizes)
 
 [1] cost: rp.theory.solve (exact) + generalization error on 1000 test points at P = 2000, D = 10, depth 1, 2, 3

@@ -80,7 +80,7 @@ def candidates(budget):
         "kinetic on w, v integrated out, Neal's acceptance": dict(kinetic, v_sampling="integrated", accept_shift=0.05),
         "kinetic on w, v integrated out, fixed warmup": dict(kinetic, v_sampling="integrated", warmup="fixed"),
         "kinetic on w, v integrated out, per-chain adaptation": dict(kinetic, v_sampling="integrated",
-                                                                     adaptation="per_chain"),
+                                                                     pooling="per_chain"),
         "kinetic on w, v integrated out, warmup 100": dict(kinetic, v_sampling="integrated", num_warmup=100,
                                                            warmup="fixed"),
         "kinetic on w, v integrated out, warmup 50": dict(kinetic, v_sampling="integrated", num_warmup=50,
@@ -125,7 +125,7 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
         done += n
         if adaptive is not None:
             state = adaptive.update(state, draws, stats)
-            W = stages.warmup_end(state, W)
+            W = stages.warmup_end(chains, state, W)
     if adaptive is not None:
         print("    adaptive warmup: " + "; ".join(adaptive.log))
     jax.block_until_ready(state)

@@ -19,12 +19,19 @@ def positive(name: str, value, meaning: str = "") -> float:
 
 
 def positive_int(name: str, value, meaning: str = "") -> int:
-    """``int(value)`` if it is an integer >= 1; otherwise a ValueError naming ``name``."""
+    """``int(value)`` if it is an integer >= 1 (a whole float such as ``1e4`` too; not a bool or a string);
+    otherwise a ValueError naming ``name`` and the bad value."""
     what = f" ({meaning})" if meaning else ""
     ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not ok or not np.isfinite(value) or int(value) != value or value < 1:
         raise ValueError(f"{name} must be a positive integer{what}; got {value!r}")
     return int(value)
+
+
+def positive_ints(**values) -> None:
+    """:func:`positive_int` of every ``name=value``, e.g. ``positive_ints(P=P, P_test=P_test)``."""
+    for name, value in values.items():
+        positive_int(name, value)
 
 
 def matrix(A, name: str, rows: str = "rows", columns: str = "columns", *, vector_is_column: bool = False) -> np.ndarray:

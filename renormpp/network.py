@@ -243,10 +243,12 @@ def hidden(params: dict, X, activation: ActivationLike = "erf"):
     return h
 
 
-def forward(params: dict, X, activation: ActivationLike = "erf"):
-    r"""Network outputs :math:`f(X) = v\,h^{(L)}(X)/\sqrt{N_1}\,[+\,c]` of shape (P, D) for one draw ``params``."""
+def forward(params: dict, X, activation: ActivationLike = "erf", features: Callable = hidden):
+    r"""Network outputs :math:`f(X) = v\,\phi(X)/\sqrt{n}\,[+\,c]` of shape (P, D) for one draw ``params``:
+    :math:`\phi = h^{(L)}` (:func:`hidden`, n = N1) for the fully connected network, or another architecture's
+    ``features`` (:mod:`renormpp.architectures`)."""
     v = params["v"]
-    f = hidden(params, X, activation) @ v.T / np.sqrt(v.shape[-1])
+    f = features(params, X, activation) @ v.T / np.sqrt(v.shape[-1])
     if "c" in params:
         f = f + params["c"]
     return f

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import data_pair
-from .network import ActivationLike, check_input_width, forward
+from .network import ActivationLike, check_input_width, forward, hidden
 
 #: Named dimensions of the recorded observables, for ``arviz.from_numpyro(mcmc, dims=DIMS)``.
 DIMS = {"overlap": ["output", "output_"], "eps_g": []}
@@ -33,14 +33,16 @@ def check_outputs(params: dict, Y, name: str = "Y_test") -> None:
         raise ValueError(f"{name} has D = {Y.shape[-1]} outputs but the network's readout v has {params['v'].shape[0]}")
 
 
-def eps_g(X_test, Y_test, activation: ActivationLike = "erf") -> Callable:
-    """The generalization error of one draw: the mean over the test set of ||y0 - f(x0)||^2."""
+def eps_g(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden) -> Callable:
+    """The generalization error of one draw: the mean over the test set of ||y0 - f(x0)||^2 (``features``: what the
+    readout sees, :func:`renormpp.network.forward`)."""
     X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
     def fn(params):
-        check_input_width(params, X_test, "X_test")
+        if features is hidden:  # another architecture's features check their own inputs
+            check_input_width(params, X_test, "X_test")
         check_outputs(params, Y_test)
-        return jnp.mean(jnp.sum((Y_test - forward(params, X_test, activation)) ** 2, axis=-1))
+        return jnp.mean(jnp.sum((Y_test - forward(params, X_test, activation, features)) ** 2, axis=-1))
 
     return fn
 
@@ -66,9 +68,9 @@ def combine(**fns: Callable) -> Callable:
     return all_of
 
 
-def default(X_test, Y_test, activation: ActivationLike = "erf") -> Callable:
+def default(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden) -> Callable:
     """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``."""
-    return combine(eps_g=eps_g(X_test, Y_test, activation), overlap=overlap())
+    return combine(eps_g=eps_g(X_test, Y_test, activation, features), overlap=overlap())
 
 
 def evaluate(fn: Callable, samples: dict, batch_dims: int = 1, chunk: int = 256):

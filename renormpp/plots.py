@@ -2,9 +2,10 @@
 
 * :func:`overlap_heatmaps`: Q*/lambda1 beside the sampled <v v^T>/N1 and their z-scores, with the values written
   in, one row per width (``paper_style=True``: the paper's Fig. 2, diagonals / 20).
-* :func:`generalization_vs_N1`: loss against N1, exact theory solid, one-loop dashed, infinite width
-  dash-dotted, MC points with error bars (paper Fig. 1); the y-limits follow the points, a theory that runs off is
-  clipped and marked where it leaves.
+* :func:`generalization_vs_N1`: loss against N1, every theory method of :data:`renormpp.theory.METHODS` in its
+  record's line style (exact solid, one-loop dashed, infinite width dash-dotted, 1/N1-corrected dotted), MC points
+  with error bars (paper Fig. 1); the y-limits follow the points, a theory that runs off is clipped and marked where
+  it leaves.
 * :func:`overlaps_vs_N1`: diagonal and off-diagonal overlaps against N1 (supplement's overlap figure).
 * :func:`mc_analysis`: thermalization trace, histogram and blocking plateau (supplement's MC figure), for the
   pooled chains with the same estimate as the report.
@@ -19,16 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import diagnostics, theory
-
-#: How each theory method (:data:`renormpp.theory.METHODS`) is drawn: the paper's exact solid, one-loop dashed,
-#: infinite width dash-dotted.
-STYLE = {"exact": dict(ls="-", label="theory, exact $Q^*$"), "one_loop": dict(ls="--", label="theory, one-loop $Q$"),
-         "infinite_width": dict(ls="-.", label="infinite width ($Q=1$)")}
-
-
-def _style(method: str) -> dict:
-    return STYLE.get(method, dict(ls=":", label=f"theory, {method}"))
-
 
 def _plt():
     import matplotlib.pyplot as plt
@@ -58,8 +49,9 @@ def _annotate(ax, M, text, D, lim):
 
 
 def overlap_heatmaps(results, class_names=None, paper_style: bool = False, diagonal_scale: float = 20.0):
-    """Theory (exact Q*/lambda1) beside the sampled <v v^T>/N1 and their z-scores, from a
-    :func:`~renormpp.diagnostics.compare` Dataset, or from several (a sweep: one row per width).
+    """Theory (the reference method's Q*/lambda1, :data:`renormpp.theory.REFERENCE`) beside the sampled <v v^T>/N1
+    and their z-scores, from a :func:`~renormpp.diagnostics.compare` Dataset, or from several (a sweep: one row per
+    width).
 
     Theory and sampled share one colour scale, across the rows too, with the values written in (the sampled ones with
     their error); the third panel shows z = (MC - theory) / error, |z| < 3 pale, so that a disagreement cannot look
@@ -73,8 +65,9 @@ def overlap_heatmaps(results, class_names=None, paper_style: bool = False, diago
     D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
     scale = np.where(np.eye(D, dtype=bool), 1.0 / diagonal_scale if paper_style else 1.0, 1.0)
-    mats = [[_matrix(ds, v) for v in (ds.prediction.sel(theory="exact"), ds.mc_mean, ds.mc_error,
-                                      ds.z.sel(theory="exact"))] for ds in results]
+    ref = theory.REFERENCE
+    mats = [[_matrix(ds, v) for v in (ds.prediction.sel(theory=ref), ds.mc_mean, ds.mc_error, ds.z.sel(theory=ref))]
+            for ds in results]
     lim = np.nanmax([np.abs(m[:2]) * scale for m in mats])
     z_all = np.array([m[3] for m in mats])
     zlim = max(5.0, float(np.nanmax(np.abs(z_all))) if np.isfinite(z_all).any() else 5.0)
@@ -110,12 +103,13 @@ def overlap_heatmaps(results, class_names=None, paper_style: bool = False, diago
 
 
 def theory_lines(fit, N1_grid, X_test=None, Y_test=None) -> dict:
-    """The exact / one-loop / infinite-width curves over ``N1_grid`` from one kernel eigendecomposition: ``{method:
-    {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set; NaN where a method does not apply)."""
+    """The curves of every theory method (:data:`renormpp.theory.METHODS`) over ``N1_grid`` from one kernel
+    eigendecomposition: ``{method: {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set; NaN where a
+    method does not apply, :func:`renormpp.theory.fit_or_reason`)."""
     out = {m: {"eps_g": [], "Q": []} for m in theory.METHODS}
     for N1 in N1_grid:
         for m in theory.METHODS:
-            th = diagnostics.theory_fit(fit, m, N1=N1)
+            th = theory.refit_or_none(fit, m, N1=N1)
             ok = th is not None
             out[m]["eps_g"].append(th.generalization_error(X_test, Y_test) if ok and X_test is not None else np.nan)
             out[m]["Q"].append(th.readout_overlap if ok else np.full((fit.D, fit.D), np.nan))
@@ -194,19 +188,19 @@ def _mark_leaving(ax, x, y, name, color):
                     va="top" if s > 0 else "bottom", color=color, fontsize="small")
 
 
-def _one_loop_note(ax, grid, values, P):
-    """Mark where the one-loop Q stops being positive definite (the dashed curve ends there): a dotted line, and a note
-    that matplotlib places, when the figure is drawn, in the corner where it covers the fewest curves and points (a
-    legend without entries, ``loc="best"``)."""
+def _breakdown_note(ax, grid, values, P, method):
+    """Mark where a method's curve ends (the one-loop Q stops being positive definite): a dotted line, and the record's
+    ``breakdown`` note that matplotlib places, when the figure is drawn, in the corner where it covers the fewest
+    curves and points (a legend without entries, ``loc="best"``)."""
     from matplotlib.legend import Legend
 
     finite = np.isfinite(values)
     if finite.any() and not finite.all():
         edge = grid[finite].min() if finite[-1] else grid[finite].max()
-        ax.axvline(edge, color="C0", ls=":", lw=0.8)
+        ax.axvline(edge, color=method.color, ls=":", lw=0.8)
         note = Legend(ax, [], [], loc="best", title_fontsize="small", framealpha=0.9,
-                      title=f"one-loop $Q$ not positive definite\nbeyond $\\alpha$ = {P / edge:.2g} (dotted)")
-        note.get_title().set_color("C0")
+                      title=f"{method.breakdown}\nbeyond $\\alpha$ = {P / edge:.2g} (dotted)")
+        note.get_title().set_color(method.color)
         ax.add_artist(note)
 
 
@@ -224,7 +218,8 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     """Generalization loss against N1 (paper Fig. 1) from several :func:`compare` Datasets.
 
     With ``fit`` (a TheoryFit on the same data) and the test set, the theory is drawn as curves on a fine N1
-    grid (where the one-loop Q stops being positive definite its curve ends, marked by a dotted line); otherwise
+    grid, each method in its record's label, line style and colour (where the one-loop Q stops being positive definite
+    its curve ends, marked by a dotted line and the record's ``breakdown`` note); otherwise
     the predictions stored in the Datasets are joined by lines. ``lines``: the curves, if already computed by
     :func:`theory_lines` on ``N1_grid``. The y-limits follow the MC points and the curves near them; a curve that
     runs off is clipped and marked where it leaves (:func:`_fit_ylim`).
@@ -240,15 +235,17 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     else:
         x, curves = N1s, {m: np.array([float(r.prediction.sel(quantity="eps_g", theory=m)) for r in results])
                           for m in theory.METHODS}
-    colors = {m: "k" if m == "infinite_width" else "C0" for m in curves}
+    methods = {m: theory.METHODS[m] for m in curves}
     for m, y in curves.items():
-        ax.plot(x, y, color=colors[m], **_style(m))
+        ax.plot(x, y, color=methods[m].color, ls=methods[m].ls, label=methods[m].label)
     lo, hi = _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], "C3",
                         "finite networks (MC, $\\pm 1\\sigma$)")
     log_axis(ax, N1s)
-    _fit_ylim(ax, lo, hi, {m.replace("_", "-"): (x, y, colors[m]) for m, y in curves.items()})
+    _fit_ylim(ax, lo, hi, {methods[m].tag: (x, y, methods[m].color) for m, y in curves.items()})
     if fit is not None and X_test is not None:
-        _one_loop_note(ax, grid, curves["one_loop"], fit.P)
+        for m, y in curves.items():
+            if methods[m].breakdown:
+                _breakdown_note(ax, grid, y, fit.P, methods[m])
     ax.set_xlabel("hidden units $N_1$")
     ax.set_ylabel("generalization loss $\\epsilon_g$")
     ax.set_title(f"$P$={results[0].attrs['P']}, $D$={results[0].attrs['D']}, $T$={results[0].attrs['T']:g}")
@@ -259,7 +256,8 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
 def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs: int = 6):
     """Readout overlaps against N1 (supplement's overlap figure): diagonal entries on top, off-diagonal below.
 
-    Theory exact solid, infinite width dashed, MC points with error bars; one color per entry.
+    Theory (:data:`renormpp.theory.REFERENCE`, exact) solid, infinite width (:data:`renormpp.theory.BASELINE`)
+    dashed, MC points with error bars; one color per entry.
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
@@ -276,10 +274,11 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
             q = f"overlap[{a},{b}]"
             label = f"({names[a]}, {names[b]})"
             if lines is not None:
-                ax.plot(grid, lines["exact"]["Q"][:, a, b], "-", color=color)
-                ax.plot(grid, lines["infinite_width"]["Q"][:, a, b], "--", color=color, alpha=0.6)
+                ax.plot(grid, lines[theory.REFERENCE]["Q"][:, a, b], "-", color=color)
+                ax.plot(grid, lines[theory.BASELINE]["Q"][:, a, b], "--", color=color, alpha=0.6)
             else:
-                ax.plot(N1s, [float(r.prediction.sel(quantity=q, theory="exact")) for r in results], "-", color=color)
+                ax.plot(N1s, [float(r.prediction.sel(quantity=q, theory=theory.REFERENCE)) for r in results], "-",
+                        color=color)
             _mc_points(ax, N1s, [r.sel(quantity=q) for r in results], color, label, hollow_label="_nolegend_")
         ax.legend(title="outputs $(a, b)$", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.plot([], [], "k-", label="theory $Q^*_{ab}/\\lambda_1$")

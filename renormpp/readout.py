@@ -28,7 +28,7 @@ larger variance than averaging the observables of draws of (w, v); sampling w fr
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +36,19 @@ import numpy as np
 
 from ._checks import data_pair
 from .network import ActivationLike, check_input_width, hidden
+
+
+#: ``features(params, X, activation) -> (P, n)``: what the linear readout sees, one row per input. Default: the last
+#: hidden layer of the fully connected network (:func:`renormpp.network.hidden`, n = N1); an architecture declares its
+#: own (:mod:`renormpp.architectures`), and every function here takes it as ``features=``.
+Features = Callable
+
+
+def _check_inputs(features: Features, params: dict, X, name: str) -> None:
+    """The fully connected network's inputs against its first layer (another architecture's features check their
+    own)."""
+    if features is hidden:
+        check_input_width(params, X, name)
 
 
 class Conditional(NamedTuple):
@@ -85,10 +98,11 @@ def cholesky_inverse(S, leaf: int | None = None):
     return jnp.concatenate([top, jnp.concatenate([I21, I22], axis=1)], axis=0), jnp.concatenate([d1, d2])
 
 
-def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf") -> Conditional:
+def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf",
+        features: Features = hidden) -> Conditional:
     """The quantities above for one draw of the hidden weights ``params`` (``w`` and, if the model has them, the
     hidden biases ``b``; ``v`` and other sites are ignored)."""
-    phi = hidden(params, X, activation)
+    phi = features(params, X, activation)
     K = phi @ phi.T / (lambda1 * phi.shape[-1])
     L_inv, _ = cholesky_inverse(K + T * jnp.eye(K.shape[0], dtype=K.dtype))
     return Conditional(phi, K, L_inv, L_inv.T @ (L_inv @ Y), lambda1, T)
@@ -108,7 +122,8 @@ def _weight_space(phi, T: float, lambda1: float):
     return A, jnp.linalg.cholesky(A.T @ A + T * jnp.eye(A.shape[-1], dtype=A.dtype))
 
 
-def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf",
+        features: Features = hidden):
     r""":math:`\log p(Y|w)` of one draw of the hidden weights, in the smaller of the two Gram matrices, with a
     hand-written gradient (the integrated sampler's potential, ``one_hidden_layer(..., integrate_v=True)``).
 
@@ -124,7 +139,7 @@ def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation:
     gradient is :func:`_log_evidence`'s closed form, not automatic differentiation through the Cholesky factor
     (several times dearer where :math:`N_1 \approx P`).
     """
-    phi = hidden(params, X, activation)
+    phi = features(params, X, activation)
     return _log_evidence(phi / jnp.sqrt(lambda1 * phi.shape[-1]), Y, jnp.asarray(T, phi.dtype))
 
 
@@ -215,7 +230,8 @@ def sample_readout(rng_key, cond: Conditional, Y, *, T: float):
     return v0 + (cond.phi.T @ (cond.L_inv.T @ (cond.L_inv @ r))).T / (cond.lambda1 * jnp.sqrt(N1))
 
 
-def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf",
+        features: Features = hidden):
     r"""An exact draw of v (D, N1) from p(v | w, data), in the smaller of the two Gram matrices.
 
     Where :math:`N_1 < P`, from the factor L of :math:`G = A^\top A + T` (:func:`log_marginal_of`): the
@@ -227,10 +243,11 @@ def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activ
 
     at :math:`O(PN_1^2 + N_1^3)`; otherwise :func:`sample_readout` (Matheron's rule, :math:`O(P^2N_1 + P^3)`).
     """
-    phi = hidden(params, X, activation)
+    phi = features(params, X, activation)
     P, N1 = phi.shape
     if N1 >= P:
-        return sample_readout(rng_key, conditional(params, X, Y, T=T, lambda1=lambda1, activation=activation), Y,
+        return sample_readout(rng_key, conditional(params, X, Y, T=T, lambda1=lambda1, activation=activation,
+                                                  features=features), Y,
                               T=T)
     A, L = _weight_space(phi, T, lambda1)
     z = jax.random.normal(rng_key, (N1, Y.shape[-1]), phi.dtype)
@@ -242,7 +259,8 @@ def _as_dtype(arrays, like):
     return tuple(a.astype(like.dtype) for a in arrays)
 
 
-def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation: ActivationLike = "erf",
+        features: Features = hidden):
     """Observables ``fn(params) -> {"eps_g", "overlap"}`` that average v out exactly given the hidden weights.
 
     A drop-in for :func:`renormpp.observables.default` (same names and shapes, the same expectations, less
@@ -252,19 +270,20 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
     X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
     def fn(params):
-        check_input_width(params, X_test, "X_test")
-        check_input_width(params, X, "X")
+        _check_inputs(features, params, X_test, "X_test")
+        _check_inputs(features, params, X, "X")
         if "c" in params:
             raise ValueError("rao_blackwell covers networks without an output bias c (the paper's); use "
                              "observables.default for a model with bias=True")
         x, y, x0, y0 = _as_dtype((X, Y, X_test, Y_test), jax.tree_util.tree_leaves(params)[0])
-        cond = conditional(params, x, y, T=T, lambda1=lambda1, activation=activation)
-        return {"eps_g": expected_eps_g(cond, hidden(params, x0, activation), y0), "overlap": expected_overlap(cond)}
+        cond = conditional(params, x, y, T=T, lambda1=lambda1, activation=activation, features=features)
+        return {"eps_g": expected_eps_g(cond, features(params, x0, activation), y0), "overlap": expected_overlap(cond)}
 
     return fn
 
 
-def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf"):
+def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf",
+        features: Features = hidden):
     """The exact Gibbs update of v: ``update(rng_key, gibbs_sites, hmc_sites) -> {"v": v ~ p(v | hidden weights)}``
     (NumPyro's signature; ``hmc_sites`` are the other sites, whatever moves them).
 
@@ -275,11 +294,12 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "er
     X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
 
     def update(rng_key, gibbs_sites, hmc_sites):
-        check_input_width(hmc_sites, X)
+        _check_inputs(features, hmc_sites, X, "X")
         if "c" in hmc_sites:
             raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
                              "this conditional; sample v with w for a model with bias=True")
         x, y = _as_dtype((X, Y), gibbs_sites["v"])
-        return {"v": draw_readout(rng_key, hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation)}
+        return {"v": draw_readout(rng_key, hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation,
+                                  features=features)}
 
     return update

@@ -11,17 +11,20 @@ ROOT = Path(__file__).resolve().parents[1] / "renormpp"
 
 #: what each part may import from renormpp (docs/architecture.md, "Layers"); a part is a module or a sub-package
 ALLOWED = {
-    "_checks": set(), "_compat": set(), "network": set(), "datasets": set(), "mcmc": set(),
+    "_checks": set(), "_compat": set(), "network": set(), "mcmc": set(),
+    "datasets": {"_checks"},
+    "mcstats": {"mcmc"},
     "kernels": {"_checks", "network"},
     "readout": {"_checks", "network"},
     "observables": {"_checks", "network"},
     "models": {"_checks", "network", "readout"},
     "theory": {"_checks", "kernels", "network"},
-    "infer": {"_checks", "mcmc"},
-    "diagnostics": {"mcmc", "models", "observables", "theory"},
+    "infer": {"_checks", "mcmc", "mcstats"},
+    "diagnostics": {"mcstats", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},
+    "architectures": {"_checks", "kernels", "models", "network", "theory"},
     "baselines": {"_checks", "datasets", "network", "theory"},
-    "experiments": {"baselines", "datasets", "diagnostics", "infer", "mcmc", "models", "network", "observables",
+    "experiments": {"architectures", "baselines", "datasets", "diagnostics", "infer", "models", "network", "observables",
                     "plots", "readout", "theory"},
     "cli": {"datasets", "experiments"},
 }
@@ -92,6 +95,38 @@ def test_each_module_imports_only_the_layers_below(module):
     assert own in ALLOWED, f"{module}: add its part {own!r} to the layers of docs/architecture.md and ALLOWED"
     outside = {part(d) for d in GRAPH[module] if part(d) != own} - ALLOWED[own]
     assert not outside, f"{module} imports {sorted(outside)}, which the layer {own!r} may not (docs/architecture.md)"
+
+
+def layer_circle(allowed: dict) -> list:
+    """A circle among the parts of ``allowed`` (part -> the parts it may import), as a list ending where it began;
+    [] where the parts form a stack (every arrow points down)."""
+    state, stack = {}, []
+
+    def visit(p):
+        state[p] = "open"
+        stack.append(p)
+        for d in sorted(allowed.get(p, ())):
+            if state.get(d) == "open":
+                return stack[stack.index(d):] + [d]
+            if d not in state and (found := visit(d)):
+                return found
+        stack.pop()
+        state[p] = "done"
+        return []
+
+    for p in sorted(allowed):
+        if p not in state and (found := visit(p)):
+            return found
+    return []
+
+
+def test_the_layers_form_a_stack():
+    """The table itself has no circle (e.g. infer may use the statistics of ``mcstats``, which never reach up to
+    ``infer``, ``theory`` or ``models``), so that every allowed arrow points down; and every part it names exists."""
+    assert not layer_circle(ALLOWED), "the layers form a circle: " + " -> ".join(layer_circle(ALLOWED))
+    named = set(ALLOWED).union(*ALLOWED.values())
+    assert named <= {part(m) for m in GRAPH if part(m)}, named - {part(m) for m in GRAPH}
+    assert set(layer_circle({**ALLOWED, "mcmc": {"infer"}})) == {"infer", "mcmc"}  # the check can fail
 
 
 def test_the_checker_sees_a_circle_and_a_layer_violation(tmp_path, monkeypatch):

@@ -1,11 +1,12 @@
-"""Error bars on series with known answers, the theory comparison, and every plot on a real short run."""
+"""The theory comparison (renormpp.diagnostics: compare, its verdicts and summary), the conversion to a
+DataTree, and every plot on a real short run. The statistics it uses are tested in test_mcstats.py."""
 import warnings
 
 import jax
 import matplotlib
 import numpy as np
 import pytest
-import scipy.signal
+from series import ar1
 
 matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
@@ -15,87 +16,6 @@ from numpyro.infer import MCMC  # noqa: E402
 import renormpp as rp  # noqa: E402
 from renormpp import diagnostics as dg  # noqa: E402
 from renormpp import infer, models, observables, plots  # noqa: E402
-
-
-def ar1(phi, n, seed=0):
-    """Stationary AR(1) with unit variance: tau_int = (1 + phi) / (1 - phi)."""
-    rng = np.random.default_rng(seed)
-    e = rng.standard_normal(n) * np.sqrt(1 - phi**2)
-    e[0] = rng.standard_normal()
-    return scipy.signal.lfilter([1.0], [1.0, -phi], e)
-
-
-@pytest.mark.parametrize("phi, n", [(0.5, 100_000), (0.9, 400_000), (0.99, 2_000_000)])
-@pytest.mark.parametrize("method", ["blocking", "gamma", "ess"])
-def test_ar1_error_of_the_mean(phi, n, method):
-    x = ar1(phi, n)
-    tau = (1 + phi) / (1 - phi)
-    est = dg.error_of_mean(x, method=method, cut=0)
-    true_error = np.sqrt(tau / n)
-    assert abs(est.error / true_error - 1) < 0.15, (est.error, true_error)
-    assert abs(est.tau_int / tau - 1) < 0.3
-    assert est.reliable and est.n == n and est.cut == 0
-    assert abs(est.mean) < 5 * true_error
-
-
-def test_gamma_method_on_a_short_anticorrelated_series_warns_instead_of_returning_nan():
-    """20 alternating draws sum to a negative autocorrelation: the error is the naive one, flagged, not NaN."""
-    x = np.array([1.0, -1.0] * 10) + 0.01 * np.random.default_rng(0).standard_normal(20)
-    with pytest.warns(rp.diagnostics.ShortRunWarning, match="summed autocorrelation is negative"):
-        est = rp.diagnostics.gamma_method(x, cut=0)
-    assert est.error == pytest.approx(x.std() / np.sqrt(x.size)) and not est.reliable
-
-
-def test_gamma_method_matches_pyerrors():
-    pe = pytest.importorskip("pyerrors")
-    for phi in (0.3, 0.95):
-        x = ar1(phi, 50_000, seed=3)
-        ours = dg.gamma_method(x, cut=0)
-        ref = pe.Obs([x], ["ensemble"])
-        ref.gamma_method(S=1.5)
-        assert ours.details["window"] == ref.e_windowsize["ensemble"]
-        np.testing.assert_allclose(ours.error, ref.dvalue, rtol=1e-4)
-        np.testing.assert_allclose(ours.tau_int, 2 * ref.e_tauint["ensemble"], rtol=1e-4)  # pyerrors: Wolff's half
-
-
-def test_several_chains_pool_into_one_error():
-    chains = np.stack([ar1(0.9, 100_000, seed=s) for s in range(4)])
-    true_error = np.sqrt(19 / chains.size)
-    for method in dg.ESTIMATORS:
-        est = dg.error_of_mean(chains, method=method, cut=0)
-        assert abs(est.error / true_error - 1) < 0.15, (method, est.error, true_error)
-        assert est.n == chains.size
-
-
-def test_thermalization_cut_finds_the_transient_and_can_be_overridden():
-    n = 20_000
-    x = ar1(0.8, n, seed=1) + 8.0 * np.exp(-np.arange(n) / 300.0)
-    cut = dg.thermalization_cut(x)
-    assert 900 < cut <= n // 2  # the transient decays to the noise level after ~ 300 ln(8 / 0.05) ~ 1500 draws
-    assert dg.blocking(x).cut == cut
-    assert dg.gamma_method(x, cut=123).cut == 123
-    assert dg.thermalization_cut(ar1(0.8, n, seed=2)) < 1000  # nothing to cut in a stationary series
-
-
-def test_short_run_warns():
-    x = ar1(0.99, 300, seed=0)
-    for method in dg.ESTIMATORS:
-        with pytest.warns(dg.ShortRunWarning):
-            est = dg.error_of_mean(x, method=method, cut=0)
-        assert not est.reliable
-
-
-def test_bad_series():
-    with pytest.raises(ValueError, match="NaN or inf"):
-        dg.blocking(np.array([1.0, np.nan, 2.0, 3.0, 4.0]))
-    with pytest.raises(ValueError, match="at least 4"):
-        dg.gamma_method(np.ones(3))
-    with pytest.raises(ValueError, match="shape"):
-        dg.gamma_method(np.ones((2, 3, 4)))
-    with pytest.raises(ValueError, match="unknown method 'jackknife'"):
-        dg.error_of_mean(np.ones(10), method="jackknife")
-    with pytest.raises(ValueError, match="cut=99"):
-        dg.blocking(np.arange(100.0), cut=99)
 
 
 # ---- compare -------------------------------------------------------------------------------------------
@@ -294,119 +214,6 @@ print(dict(rp.diagnostics.to_datatree(m)["posterior"]["v"].sizes))
     assert out.returncode == 0, out.stderr[-2000:]
     assert "'output': 2" in out.stdout and "'hidden': 4" in out.stdout
 
-
-# ---- drift ---------------------------------------------------------------------------------------------
-def test_equilibrium_tests_judged_together_keep_their_false_alarm_rate_where_rhat_does_not():
-    """A run's 56 quantities (D = 10) as two AR(1) chains each in equilibrium, tau_int = 9, 900 draws per chain (the
-    MNIST point after 15 minutes): judged together (``family=56``), every quantity is ``converged`` in nearly every
-    run (0.27% by design if the error bars were exact; measured 4.7% over 150 runs, as the error bars of short series
-    are themselves rough: <= 6 of 40 allowed), while the customary R-hat <= 1.01 on every quantity fails nearly every
-    such run (its noise is ~1/ESS; measured: all 150 failed). The per-quantity threshold (``family=1``) raises a false
-    alarm in ~half the runs. And the family's threshold still flags a chain held apart by six of its error bars, and a
-    slow drift."""
-    from scipy.stats import norm
-
-    assert dg.equilibrium_z(1) == pytest.approx(dg.DRIFT_Z, abs=1e-9)
-    assert dg.equilibrium_z(56) == pytest.approx(norm.isf(dg.FALSE_ALARM / 112))
-    with pytest.raises(ValueError, match="positive number"):
-        dg.equilibrium_z(0)
-    phi, n, K, runs = 0.8, 900, 56, 40
-    together = alone = rhat_ok = 0
-    for r in range(runs):
-        series = [np.stack([ar1(phi, n, seed=1000 * r + 2 * k + c) for c in range(2)]) for k in range(K)]
-        est = [dg.error_of_mean(x, cut=0) for x in series]
-        assert all(e.reliable for e in est)
-        together += all(dg.converged(e, x, family=K) for e, x in zip(est, series))
-        alone += all(dg.converged(e, x) for e, x in zip(est, series))
-        rhat_ok += all(dg.rhat(x, cut=0) <= dg.RHAT_MAX for x in series)
-    assert together >= runs - 6, together
-    assert alone <= 3 * runs // 4 and rhat_ok <= runs // 10, (alone, rhat_ok)
-    x = np.stack([ar1(phi, n, seed=1), ar1(phi, n, seed=2)])
-    e1 = dg.error_of_mean(x[:1], cut=0).error
-    x[1] += 6 * np.sqrt(2) * e1  # six combined error bars
-    assert dg.chain_spread(x, cut=0).apart(family=K) and not dg.converged(dg.error_of_mean(x, cut=0), x, family=K)
-    y = np.stack([ar1(phi, 4 * n, seed=c) for c in (3, 4)]) + 1.5 * np.exp(-np.arange(4 * n) / 1500.0)
-    assert dg.drift(y, cut=0).moves(K) and not dg.converged(dg.error_of_mean(y, cut=0), y, family=K)
-
-
-def test_drift_passes_stationary_chains_and_flags_a_moving_mean():
-    """Geweke's z: about N(0, 1) for stationary AR(1) chains (its spread over 40 seeds is checked), and far out for the
-    same chains with a slow relaxation of one standard deviation that the cut does not remove."""
-    zs = []
-    for seed in range(40):
-        x = np.stack([ar1(0.9, 4000, seed=2 * seed + c) for c in range(2)])
-        zs.append(dg.drift(x, cut=0).z)
-    zs = np.array(zs)
-    assert np.mean(np.abs(zs) > dg.DRIFT_Z) <= 0.05, zs  # 0.3% expected; the short first part's error is rough
-    assert 0.6 < np.std(zs) < 1.5 and abs(np.mean(zs)) < 0.6, zs
-    x = np.stack([ar1(0.9, 4000, seed=c) for c in range(2)]) + \
-        1.0 * np.exp(-np.arange(4000) / 1500.0)
-    d = dg.drift(x, cut=0)
-    assert d.drifting and d.z > dg.DRIFT_Z and d.first_mean > d.last_mean
-    assert np.isnan(dg.drift(np.arange(6.0), cut=0).z)  # too short to say
-    with pytest.raises(ValueError, match="first \\+ last <= 1"):
-        dg.drift(x, first=0.6, last=0.6)
-
-
-def _family(rng, K, C, n, phi):
-    """K series of C stationary AR(1) chains of n draws each, unit variance: (K, C, n)."""
-    e = rng.standard_normal((K, C, n)) * np.sqrt(1 - phi**2)
-    e[..., 0] = rng.standard_normal((K, C))
-    return scipy.signal.lfilter([1.0], [1.0, -phi], e, axis=2)
-
-
-def test_relaxation_on_a_warmup_span_keeps_few_false_alarms_and_flags_a_tail_a_drift_and_chains_held_apart():
-    """The warmup's test (``dg.relaxation``) on families of 56 series of two AR(1) chains with tau_int = 4 (problem
-    2's quantities after its warmup), 25 draws per chain: in equilibrium it passes most checks (measured 11% false
-    alarms over 300 checks; <= 30% allowed), where the per-series tests (drift between the halves and chain_spread,
-    each with its own Gamma-method error, at the family's threshold) fail most (60%; >= 40% required). It flags, in
-    3 of the 56 series: a relaxation tail falling from 5.5 to 0.4 standard deviations over the span, a drift of 6
-    standard deviations, and chains held 4 standard deviations apart (each at >= 90% of the checks; measured: all of 100). A
-    drift of 3 standard deviations over these ~6 independent draws per chain is at its resolution (z ~ 3-4 against
-    4.06): caught at 35-66% of the checks."""
-    rng = np.random.default_rng(7)
-    K, C, n, phi, runs = 56, 2, 25, 0.6, 60
-    ours = per_series = 0
-    for _ in range(runs):
-        x = _family(rng, K, C, n, phi)
-        ours += not dg.relaxation(list(x)).relaxed
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", dg.ShortRunWarning)
-            per_series += any(dg.drift(q, cut=0, first=0.5, last=0.5).moves(K) or dg.chain_spread(q, cut=0).apart(K)
-                              for q in x)
-    assert ours <= 0.3 * runs and per_series >= 0.4 * runs, (ours, per_series)
-    t = np.arange(n)
-    for shift in (15 * np.exp(-(10 + t) / 10.0),                 # a relaxation tail
-                  6.0 * (1 - t / n),                              # a drift
-                  np.array([[0.0], [4.0]])):                      # two chains held apart ...
-        caught = 0
-        for _ in range(20):
-            x = _family(rng, K, C, n, phi)
-            x[:3] += shift                                        # ... in 3 of the 56 series
-            caught += not dg.relaxation(list(x)).relaxed
-        assert caught >= 18, (shift, caught)
-
-
-def test_relaxation_of_one_series_is_the_gamma_method_and_geweke_on_its_halves():
-    """One series: the shared tau_int is the Gamma method's on the last half (same window, same bias correction), the
-    drift z is the halves' difference over that error, computed here by hand; frozen series are left out, and a family
-    of frozen series is not relaxed."""
-    x = np.stack([ar1(0.6, 60, seed=1), ar1(0.6, 60, seed=2)])
-    r = dg.relaxation([x])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dg.ShortRunWarning)
-        g = dg.gamma_method(x[:, 30:], cut=0)
-    assert r.tau_int == pytest.approx(max(g.tau_int, 1.0), rel=1e-12)
-    z = (x[:, :30].mean() - x[:, 30:].mean()) / np.sqrt(2 * r.tau_int * x[:, 30:].var() / 60)
-    assert r.drift_z == pytest.approx([z], rel=1e-12) and r.family == 1
-    frozen = np.ones((2, 60))
-    both = dg.relaxation([x, frozen])
-    assert both.drift_z == pytest.approx(r.drift_z) and both.family == 2
-    assert not dg.relaxation([frozen]).relaxed
-    apart = np.stack([np.full(60, 1.0), np.full(60, 2.0)]) + np.r_[np.zeros(30), 1e-3 * np.arange(30)]
-    assert dg.relaxation([apart]).spread_p[0] < 1e-6  # chains each nearly frozen at its own value: apart
-    with pytest.raises(ValueError, match="at least 8 draws"):
-        dg.relaxation([x[:, :7]])
 
 
 def test_chains_held_apart_that_a_resolved_tau_does_not_show_are_flagged(problem):

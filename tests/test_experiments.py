@@ -174,8 +174,9 @@ def _checkpointed_draws(path):
 
 def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     total = 1500
+    # blocks of about 0.05 s: many blocks are left when the signal comes, however fast the machine
     changes = dict(model__N1=[16], sampler__num_samples=total, sampler__inner_steps=10, run__checkpoint_every=0.0,
-                   run__chunk_seconds=0.3)
+                   run__chunk_seconds=0.05)
     path = tmp_path / "cfg.toml"
     path.write_text(ex.dumps(tiny(tmp_path / "killed", **changes)))
     folder = tmp_path / "killed" / "points" / "N1=16_seed=0"
@@ -503,3 +504,88 @@ def test_progress_off_a_terminal_is_one_line_per_block_and_point(tmp_path, capsy
     assert lines[-1].startswith("points: 1/1 point (100%)") and "N1=8_seed=0: eps_g" in lines[-1]
     assert (out / "report.md").exists()
     assert isinstance(progress.bar(total=3, desc="x"), progress.LineBar)  # pytest's captured stderr: no terminal
+
+
+# ---- samplers: one record per kind ---------------------------------------------------------------------------------
+def test_a_sampler_kind_is_one_record(tmp_path, monkeypatch):
+    """A toy kind (ULA under another name, with a table of its own) registered here, no module edited: the config
+    reads its table (its defaults, its keys; another kind's key refused with the toy's keys named), and a point runs
+    through its builder and records its statistics; once it is gone the config refuses the kind again."""
+    from typing import ClassVar, Literal
+
+    from renormpp.experiments import samplers
+
+    class ToyConfig(samplers.SamplerTable):
+        kind: Literal["toy"]
+        step_size: float = 1e-3
+        inner_steps: int = 1
+        default_num_warmup: ClassVar[int] = 0
+
+    built = []
+
+    def build(s, parts):
+        built.append(s)
+        return rp.infer.Langevin(parts.model, step_size=s.step_size, inner_steps=s.inner_steps,
+                                 observables=parts.observables, warn_divergences=False)
+
+    monkeypatch.setitem(samplers.SAMPLERS, "toy", samplers.SamplerKind("toy", ToyConfig, build, ("diverging",),
+                                                                       "a toy ULA"))
+    cfg = tiny(tmp_path, sampler__kind="toy", model__N1=8)
+    del cfg["sampler"]["num_warmup"]
+    point = ex.resolve(cfg).points()[0]
+    assert type(point.sampler) is ToyConfig and point.sampler.num_warmup == 0 and point.sampler.inner_steps == 5
+    with pytest.raises(ex.ConfigError, match="sampler.friction does not apply to sampler.kind = 'toy'; its own keys "
+                                             "are step_size, inner_steps"):
+        ex.resolve(tiny(tmp_path, sampler__kind="toy", sampler__friction=1.0))
+    result = ex.run_point(point, tmp_path / "point", progress=False)
+    assert len(built) == 1 and result["status"] == "ok" and result["draws"] == 120
+    assert result["sampler"].startswith("ULA, step_size=0.002") and result["accept_prob"] is None
+    stats = az.from_netcdf(tmp_path / "point" / "observables.nc")["sample_stats"]
+    assert set(stats.data_vars) == {"diverging"}
+    monkeypatch.undo()
+    with pytest.raises(ex.ConfigError, match="sampler.kind = 'toy' is not allowed: choose one of 'ula', 'mala', "
+                                             "'kinetic', 'nuts'"):
+        ex.resolve(tiny(tmp_path, sampler__kind="toy"))
+
+
+def test_an_old_config_key_reads_under_its_new_name(tmp_path):
+    """sampler.adaptation (before issue 31) is sampler.pooling; giving both is refused."""
+    assert ex.resolve(tiny(tmp_path, sampler__adaptation="per_chain")).sampler.pooling == "per_chain"
+    assert ex.resolve(tiny(tmp_path)).sampler.pooling == "pooled"
+    with pytest.raises(ex.ConfigError, match="sampler.adaptation is the earlier name of sampler.pooling"):
+        ex.resolve(tiny(tmp_path, sampler__adaptation="per_chain", sampler__pooling="pooled"))
+
+
+def test_the_sampling_blocks_end_on_the_check_grid_and_grow_to_chunk_seconds():
+    """The block sizing of the sampling stage: probe blocks of 10 draws, then about chunk_seconds (at most the compiled
+    length); at most 10 while an adaptive warmup decides; sampling blocks end on the check grid of stop on accuracy;
+    a checkpoint at the warmup's end, at the last draw and after checkpoint_every seconds."""
+    from types import SimpleNamespace
+
+    from renormpp.experiments import stages
+
+    ck = SimpleNamespace(warm=0, n=0, saved_at=time.monotonic())
+    blocks = stages.Blocks.start(ck, 30, 500)
+    assert (blocks.length, blocks.check, blocks.size) == (500, 10, 10)
+    assert blocks.next(ck, target_error=None) == (10, True) and not blocks.done(ck)
+    for expected in (10, 200):  # 0.01 s a draw, 2 s a block: the second resize leaves the probes
+        blocks.resize(0.01, 2.0, adaptive_warming=False)
+        assert blocks.size == expected
+    blocks.resize(0.001, 2.0, adaptive_warming=False)
+    assert blocks.size == 500  # no longer than the compiled length
+    ck.warm = 25
+    assert blocks.next(ck, target_error=None) == (5, True)  # the warmup's last draws
+    blocks.resize(0.01, 2.0, adaptive_warming=True)
+    assert blocks.size == 10
+    ck.warm, blocks.size = 30, 200
+    assert blocks.next(ck, target_error=None) == (200, False)
+    assert blocks.next(ck, target_error=object()) == (10, False)  # to the check at 10 draws
+    ck.n, blocks.check = 300, stages.next_check(290)
+    assert blocks.next(ck, target_error=object()) == (blocks.check - 300, False)
+    ck.n = 500
+    assert blocks.done(ck)
+    run = SimpleNamespace(checkpoint_every=300.0)
+    assert stages._checkpoint_due(ck, run, end_of_warmup=False, total=500)  # the last draw
+    assert not stages._checkpoint_due(ck, run, end_of_warmup=False, total=600)
+    assert stages._checkpoint_due(ck, run, end_of_warmup=True, total=600)
+    assert stages._checkpoint_due(ck, SimpleNamespace(checkpoint_every=0.0), end_of_warmup=False, total=600)

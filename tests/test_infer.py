@@ -214,7 +214,7 @@ def test_a_frozen_chain_warns_inside_plain_numpyro(make):
     with pytest.warns(infer.LowAcceptanceWarning, match=r"chain\(s\) \[0, 1\] accepted .* draws since the warmup "
                                                         r"\(below 0.1\) at step_size=10.*Reduce step_size"):
         mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 3)), extra_fields=("accept_prob",))
-    assert np.mean(mcmc.get_extra_fields()["accept_prob"]) < infer.langevin.MIN_ACCEPT_PROB
+    assert np.mean(mcmc.get_extra_fields()["accept_prob"]) < infer.alerts.MIN_ACCEPT_PROB
     # the running mean restarts after the warmup, as NumPyro's HMC's does: the post-warmup draws' mean
     acc = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["accept_prob"])
     np.testing.assert_allclose(np.asarray(mcmc.last_state.mean_accept_prob), acc.mean(axis=1), rtol=1e-4, atol=1e-6)
@@ -345,7 +345,7 @@ def test_neal_s_acceptance_variable_is_carried_across_draws_and_runs():
     joined = np.concatenate([first.get_samples(group_by_chain=True)["w"], second.get_samples(group_by_chain=True)["w"]],
                             axis=1)
     np.testing.assert_allclose(joined, full.get_samples(group_by_chain=True)["w"], rtol=1e-5, atol=1e-6)
-    s = np.asarray(full.last_state.slice)
+    s = np.asarray(full.last_state.accept_level)
     assert s.shape == (2,) and np.all(np.abs(s) <= 1)
     with pytest.raises(ValueError, match="accept_shift"):
         infer.KineticLangevin(models.one_hidden_layer, step_size=0.05, accept_shift=2.0)
@@ -507,10 +507,10 @@ def test_the_compiled_initialization_is_numpyros(model):
     data = _small()
     args, kw = (np.asarray(data.X, np.float64), np.asarray(data.Y, np.float64)), {"N1": 5}
     trace = numpyro.handlers.trace(numpyro.handlers.seed(model, 0)).get_trace(*args, **kw)
-    assert infer.langevin._plain(trace) == (model is not _half_normal_model)  # which path is taken
+    assert infer.binding.is_plain(trace) == (model is not _half_normal_model)  # which path is taken
     with jax.enable_x64(True):  # float64: compiled and eager rounding agree to 1e-10, not only to float32's 1e-4
         for key in (jax.random.PRNGKey(3), jax.random.split(jax.random.PRNGKey(4), 2)):
-            info, pot, post = infer.langevin._initialize(key, model, init_to_sample, args, kw)
+            info, pot, post = infer.binding.initialize(key, model, init_to_sample, args, kw)
             ref, ref_pot, ref_post = _eager_init(key, model, *args, **kw)
             jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), info, ref)
             one = jax.tree_util.tree_map(lambda x: x if key.ndim == 1 else x[0], info.z)
@@ -624,7 +624,12 @@ def test_row_mass_and_frozen_v_through_the_numpyro_adapter():
              num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), d.X, d.Y, N1=6)
 
 
-# ---- the adaptive warmup (renormpp.experiments.warmup) ----------------------------------------------------------------
+# ---- the adaptive warmup (renormpp.infer.warmup) ----------------------------------------------------------------------
+def _sampler(adapt_mass=True):
+    """A sampler whose schedule the adaptive warmup reads and moves (its state is made by hand below)."""
+    return infer.KineticLangevin(potential_fn=lambda z: 0.5 * jnp.sum(z["x"] ** 2), step_size=0.1, adapt_mass=adapt_mass)
+
+
 def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history=None, **options):
     """Feed an AdaptiveWarmup blocks of given observables (chain, draw) and log-steps (chain, draw) as a chains' run
     would; the kernel's own schedule for 200 draws. Returns the controller and the (start, stop, end) after each
@@ -632,18 +637,17 @@ def _warmup_run(observe, steps, *, adapt_mass=True, draws=200, block=10, history
     from collections import namedtuple
 
     from renormpp import mcmc
-    from renormpp.experiments.warmup import AdaptiveWarmup
 
     init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=adapt_mass)
     state = namedtuple("State", "i adaptation")(jnp.zeros(2, jnp.int32), jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2)))
-    warm = AdaptiveWarmup(200, adapt_mass, history=history, **options)
+    warm = infer.AdaptiveWarmup(_sampler(adapt_mass), 200, history=history, **options)
     schedules = []
     for b in range(0, draws, block):
         part = slice(b, b + block)
         block_draws = {"eps_g": observe[0][:, part], "overlap": observe[1][:, part]}
         state = state._replace(i=state.i + block)
         state = warm.update(state, block_draws, {"step_size": np.exp(steps[:, part])})
-        schedules.append(AdaptiveWarmup.schedule(state))
+        schedules.append(warm.schedule(state))
         if not warm.running(state):
             break
     return warm, schedules
@@ -733,18 +737,18 @@ def test_a_resumed_adaptive_warmup_decides_as_an_uninterrupted_one():
     from collections import namedtuple
 
     from renormpp import mcmc
-    from renormpp.experiments.warmup import AdaptiveWarmup
 
     init, _ = mcmc.adaptation.window_adaptation(200, 0.8, adapt_step_size=True, adapt_mass=True)
     ws = jax.vmap(lambda _: init(0.1, 3))(jnp.arange(2))
-    ws = mcmc.adaptation.reschedule(ws, *straight[3])  # the schedule as the checkpoint at draw 40 holds it
     state = namedtuple("State", "i adaptation")(jnp.full(2, 40, jnp.int32), ws)
-    resumed = AdaptiveWarmup(200, True, history=history)
+    sampler = _sampler()
+    state = sampler.reschedule(state, *straight[3])  # the schedule as the checkpoint at draw 40 holds it
+    resumed = infer.AdaptiveWarmup(sampler, 200, history=history)
     for b in range(40, 200, 10):
         state = state._replace(i=state.i + 10)
         state = resumed.update(state, {"eps_g": eps[:, b:b + 10], "overlap": overlap[:, b:b + 10]},
                                {"step_size": np.ones((2, 10))})
-        assert AdaptiveWarmup.schedule(state) == straight[b // 10]
+        assert sampler.schedule(state) == straight[b // 10]
         if not resumed.running(state):
             break
-    assert AdaptiveWarmup.schedule(state) == straight[-1]
+    assert sampler.schedule(state) == straight[-1]

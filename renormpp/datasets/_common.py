@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._checks import positive_ints as check_positive_ints  # noqa: F401 (the loaders' and baselines' name)
+
 ENV_VAR = "RENORMPP_DATA"
 
 
@@ -37,16 +39,6 @@ class Dataset:
         meta = {k: (f"<array {v.shape}>" if isinstance(v, np.ndarray) else v) for k, v in self.metadata.items()}
         return (f"Dataset({self.name!r}, X={self.X.shape}, Y={self.Y.shape}, X_test={self.X_test.shape}, "
                 f"Y_test={self.Y_test.shape}, metadata={meta})")
-
-
-def check_positive_ints(**values) -> None:
-    for name, val in values.items():
-        try:
-            ok = not isinstance(val, bool) and int(val) == val and val >= 1
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
-            raise ValueError(f"{name} must be a positive integer; got {val!r}")
 
 
 def data_dir(root: str | os.PathLike | None = None) -> Path:

@@ -43,61 +43,31 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from .. import datasets, diagnostics, network
+from .. import architectures, datasets, diagnostics, network
+from .fields import (Count, Count0, Flag, NonNegative, OneOrMany, Positive, Probability, Shift, Table,  # noqa: F401
+                     Text, expect)
+from .samplers import SAMPLERS, V_SAMPLING, SamplerTable  # noqa: F401
 
 LOADERS = {"synthetic": datasets.synthetic, "mnist": datasets.mnist, "projected_mnist": datasets.projected_mnist,
            "cifar10": datasets.cifar10, "low_dimensional": datasets.low_dimensional}
-SAMPLERS = ("ula", "mala", "kinetic", "nuts")
 EXECUTORS = ("inprocess", "process", "ray")
-V_SAMPLING = ("joint", "gibbs", "integrated")
 #: keys that may change when a run resumes (they do not change what a point computes)
 RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
                                       "chunk_seconds", "blas_threads", "max_seconds"))
 #: keys of earlier versions, and what they became
 RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
+#: keys of earlier versions that are still read, under their new name (a config that gives both is refused)
+ALIASES = {"sampler.adaptation": "sampler.pooling"}
 
 
 class ConfigError(ValueError):
     """A config key is unknown, missing, or has a value that is not allowed."""
 
 
-# ---- field types: each says in words what it allows, for the error messages ------------------------------------
-def _expect(text: str) -> dict:
-    return {"json_schema_extra": {"expect": text}}
-
-
-Count = Annotated[int, Field(ge=1, **_expect("an integer >= 1"))]
-Count0 = Annotated[int, Field(ge=0, **_expect("an integer >= 0"))]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, **_expect("a finite number > 0"))]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False, **_expect("a finite number >= 0"))]
-Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, **_expect("a finite number > 0 and <= 1"))]
-Shift = Annotated[float, Field(ge=0, lt=2, allow_inf_nan=False, **_expect("a number >= 0 and < 2"))]
-Text = Annotated[str, Field(min_length=1, **_expect("a non-empty string"))]
-Flag = Annotated[bool, Field(**_expect("true or false"))]
-
-
-def _listed(value):
-    return value if isinstance(value, list) else [value]
-
-
-def _distinct(values: list) -> list:
-    if not values:
-        raise ValueError("expected an integer or a non-empty list of integers")
-    if len(set(values)) != len(values):
-        raise ValueError("the list has repeated entries")
-    return values
-
-
-def OneOrMany(item):
-    """One value or a non-empty list of distinct values (a sweep), read as a list."""
-    return Annotated[list[item], BeforeValidator(_listed), AfterValidator(_distinct)]
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+# ---- field types (renormpp.experiments.fields): each says in words what it allows, for the error messages ----
+_Table, _expect = Table, expect
 
 
 # ---- [data] ----------------------------------------------------------------------------------------------------
@@ -128,159 +98,74 @@ def loader_options(data) -> dict:
     return {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.model_dump().items() if k != "name"}
 
 
-# ---- [model] ---------------------------------------------------------------------------------------------------
+# ---- [model]: one table per architecture ------------------------------------------------------------------------
 class _Model(_Table):
-    """The Bayesian network and its theory."""
+    """The Bayesian network and its theory: what every architecture has; its own options come from its record."""
 
     N1: Any = Field(description="hidden units: one width or a list (the sweep)")
     T: Positive = 0.01
     lambda0: Positive = Field(1.0, description="prior precision of the hidden-layer weights (every layer)")
     lambda1: Positive = Field(1.0, description="prior precision of the readout weights")
     activation: Literal[tuple(network.ACTIVATIONS)] = "erf"
-    depth: Count = Field(1, description="hidden layers, each of width N1 (renormpp.models.mlp; theory: odd "
-                                        "activations)")
+    architecture: str = Field("fc", description="the kind of network: a name of renormpp.architectures.ARCHITECTURES "
+                                                "(its own keys follow)")
+
+    def options(self) -> dict:
+        """The architecture's own options (``depth`` for ``"fc"``), as :func:`renormpp.architectures` records take
+        them."""
+        return {k: getattr(self, k) for k in type(self).model_fields if k not in _Model.model_fields}
 
     @model_validator(mode="after")
-    def _deep_theory(self):
-        if self.depth > 1 and not network.get_activation(self.activation).odd:
-            raise ValueError(f"model.depth = {self.depth} needs an odd activation (erf, tanh or linear): the theory of "
-                             f"deep networks is derived for odd activations, and {self.activation!r} is not odd. "
-                             "Use depth = 1 for a non-odd activation")
+    def _covered(self):
+        architectures.get_architecture(self.architecture).check(self.activation, **self.options())
         return self
 
 
-class ModelConfig(_Model):
-    N1: OneOrMany(Count) = Field(description="hidden units: one width or a list (the sweep)")
+def _model_table(arch, point: bool) -> type[_Table]:
+    """The [model] table of ``arch``: the common keys and the options its record declares (their annotated types,
+    defaults and descriptions, :class:`renormpp.architectures.Architecture`)."""
+    hints = typing.get_type_hints(arch.options, include_extras=True)
+    fields: dict[str, Any] = {
+        "architecture": (Literal[arch.name], Field(arch.name, description=_Model.model_fields["architecture"].description)),
+        "N1": (Count if point else OneOrMany(Count), Field(description="hidden units: one width or a list (the sweep)"))}
+    for p in inspect.signature(arch.options).parameters.values():
+        if p.kind is p.KEYWORD_ONLY:  # what the check reads from the common keys (the activation)
+            continue
+        kind, meta = hints.get(p.name, Any), ()
+        if typing.get_origin(kind) is Annotated:
+            kind, *meta = typing.get_args(kind)
+        kind = {int: Count, float: Positive, bool: Flag}.get(kind, kind)
+        fields[p.name] = (kind, Field(p.default, description=" ".join(m for m in meta if isinstance(m, str)) or None))
+    name = f"{arch.name.title().replace('_', '')}{'Point' if point else ''}Model"
+    cls = create_model(name, __base__=_Model, __module__=__name__, __doc__=f"[model] of architecture = {arch.name!r}: "
+                       f"{arch.label}.", **fields)
+    globals()[cls.__name__] = cls  # importable by name, so that configs pickle (process and Ray executors)
+    return cls
 
 
-class PointModel(_Model):
-    N1: Count
+def _tagged(tables: dict, key: str):
+    """One table, or the union of several told apart by ``key``."""
+    classes = tuple(tables.values())
+    return classes[0] if len(classes) == 1 else Annotated[Union[classes], Field(discriminator=key)]
 
 
-# ---- [sampler]: one table per kind ------------------------------------------------------------------------------
-class _Sampler(_Table):
-    kind: str
-    num_warmup: Optional[Count0] = Field(None, description="draws discarded before recording, in which the step "
-                                                           "(and mass) adapt (default: 200; 0 for ula)")
-    num_samples: Count = 1000
-    num_chains: Count = 2
-    chain_method: Optional[Literal["vectorized", "sequential"]] = None
-    v_sampling: Optional[Literal[V_SAMPLING]] = Field(
-        None, description="how the readout v is sampled: with w by the same kernel (joint); or drawn exactly given w "
-                          "after every draw (gibbs: ula/mala/kinetic); or integrated out exactly, w sampled alone "
-                          "(integrated) (renormpp.readout). Default: integrated for kinetic (on MNIST it relaxes "
-                          "the slow modes of w tens of times faster than gibbs: benchmarks/README.md, issue 17), "
-                          "joint otherwise")
-    rao_blackwell: Optional[Flag] = Field(None, description="record E[observable | w] instead of the observable of "
-                                                            "(w, v) (default: true with v_sampling = 'integrated')")
-
-    @model_validator(mode="after")
-    def _complete(self):
-        if self.num_warmup is None:
-            self.num_warmup = 0 if self.kind == "ula" else 200
-        if self.v_sampling is None:  # the recommended sampler: kinetic Langevin on w, v integrated out exactly
-            self.v_sampling = "integrated" if self.kind == "kinetic" else "joint"
-        if self.rao_blackwell is None:
-            self.rao_blackwell = self.v_sampling == "integrated"
-        if self.v_sampling == "integrated" and not self.rao_blackwell:
-            raise ValueError("sampler.rao_blackwell = false is not allowed with sampler.v_sampling = 'integrated': v is "
-                             "not sampled, so its observables are recorded as their expectations given w")
-        if self.v_sampling == "gibbs" and self.kind == "nuts":
-            raise ValueError("sampler.v_sampling = 'gibbs' works with kind = 'ula', 'mala' or 'kinetic'; for NUTS use "
-                             "v_sampling = 'integrated' (v integrated out), or numpyro's HMCGibbs with "
-                             "renormpp.readout.gibbs_fn in a script")
-        if self.chain_method is None:
-            self.chain_method = "sequential" if self.kind == "nuts" else "vectorized"
-        return self
+MODEL_TABLES = {name: _model_table(arch, point=False) for name, arch in architectures.ARCHITECTURES.items()}
+POINT_MODEL_TABLES = {name: _model_table(arch, point=True) for name, arch in architectures.ARCHITECTURES.items()}
+ModelConfig = _tagged(MODEL_TABLES, "architecture")
+PointModel = _tagged(POINT_MODEL_TABLES, "architecture")
 
 
-class _Stepped(_Sampler):
-    step_size: Optional[Positive] = Field(None, description="the step h on the potential U")
-    inner_steps: Count = Field(10, description="updates per recorded draw")
+# ---- [sampler]: one table per kind, from the records of renormpp.experiments.samplers ------------------------
+def _sampler_union():
+    """The ``[sampler]`` tables of every kind in :data:`SAMPLERS`, told apart by ``kind``."""
+    return Annotated[Union[tuple(rec.table for rec in SAMPLERS.values())], Field(discriminator="kind")]
 
 
-class _Adapted(_Stepped):
-    adapt_step_size: Optional[Flag] = Field(None, description="tune the step in the warmup (default: true when "
-                                                              "num_warmup > 0; step_size is then the first guess)")
-    target_accept_prob: Optional[Probability] = None
-    warmup: Literal["adaptive", "fixed"] = Field(
-        "adaptive", description="'adaptive': each phase of the warmup (relaxation, mass window, step) ends when it "
-                                "has done its job, num_warmup being the most it takes (renormpp.experiments.warmup); "
-                                "'fixed': always num_warmup draws, Stan's windows at 1/4 and 3/4")
-    adaptation: Literal["pooled", "per_chain"] = Field(
-        "pooled", description="'pooled': with vectorized chains, one step and mass learned from all chains together "
-                              "(their mean acceptance, every chain's positions in the mass window); 'per_chain': "
-                              "each chain adapts on its own, as Stan does")
-    _target = 0.574
-
-    @model_validator(mode="after")
-    def _complete_adaptation(self):
-        if self.adapt_step_size is None:
-            self.adapt_step_size = self.num_warmup > 0
-        if self.adapt_step_size and self.num_warmup == 0:
-            raise ValueError("sampler.adapt_step_size = true needs warmup draws to adapt in: set sampler.num_warmup")
-        if self.target_accept_prob is None:
-            self.target_accept_prob = self._target
-        return self
-
-
-class ULAConfig(_Stepped):
-    """The paper's unadjusted Langevin algorithm (biased by O(h): keep h small)."""
-
-    kind: Literal["ula"]
-    epsilon: Optional[Positive] = Field(None, description="the paper's learning rate; h = epsilon * T")
-
-
-class MALAConfig(_Adapted):
-    """Metropolis-adjusted Langevin, the step tuned to an acceptance of 0.574 in the warmup."""
-
-    kind: Literal["mala"]
-    epsilon: Optional[Positive] = Field(None, description="the paper's learning rate; h = epsilon * T")
-
-
-class KineticConfig(_Adapted):
-    """Underdamped Langevin (OBABO), Metropolis-adjusted; step and diagonal mass adapted in the warmup."""
-
-    kind: Literal["kinetic"]
-    friction: Positive = Field(1.0, description="the friction gamma (momentum persists for a time 1/gamma)")
-    mass: Literal["diagonal", "rows"] = Field(
-        "diagonal", description="the mass learned in the warmup: 'diagonal', or 'rows' (one dense matrix shared by the "
-                                "rows of the first layer's weights; for anisotropic inputs such as MNIST)")
-    freeze_v: Optional[Flag] = Field(None, description="with v_sampling = 'gibbs': the kinetic updates leave v where "
-                                                         "it is (infinite mass) and only the exact Gibbs draw moves it "
-                                                         "(default: true with v_sampling = 'gibbs')")
-    accept_shift: Shift = Field(0.0, description="Neal's non-reversible acceptance: the uniform of the Metropolis test is "
-                                            "kept and moved by this shift per update, so that rejections (and the "
-                                            "momentum reversals) cluster; 0: a fresh uniform each update")
-    _target = 0.8
-
-    @model_validator(mode="after")
-    def _mass_needs_warmup(self):
-        if self.mass == "rows" and self.num_warmup == 0:
-            raise ValueError("sampler.mass = 'rows' is learned in the warmup: set sampler.num_warmup > 0")
-        if self.freeze_v is None:
-            self.freeze_v = self.v_sampling == "gibbs"
-        if self.freeze_v and self.v_sampling != "gibbs":
-            raise ValueError(f"sampler.freeze_v = true needs v_sampling = 'gibbs' (an exact draw of v); with "
-                             f"v_sampling = {self.v_sampling!r} nothing else would move v")
-        return self
-
-
-class NUTSConfig(_Sampler):
-    """NumPyro's NUTS."""
-
-    kind: Literal["nuts"]
-    target_accept_prob: Probability = 0.8
-    max_tree_depth: Count = 10
-    dense_mass: Flag = False
-
-
-SAMPLER_TABLES = {"ula": ULAConfig, "mala": MALAConfig, "kinetic": KineticConfig, "nuts": NUTSConfig}
-Sampler = Annotated[Union[tuple(SAMPLER_TABLES.values())], Field(discriminator="kind")]
+Sampler = _sampler_union()
 
 
 def _own_keys(kind: str) -> list[str]:
-    return [k for k in SAMPLER_TABLES[kind].model_fields if k not in _Sampler.model_fields and k != "kind"]
+    return [k for k in SAMPLERS[kind].table.model_fields if k not in SamplerTable.model_fields and k != "kind"]
 
 
 # ---- [run] -----------------------------------------------------------------------------------------------------
@@ -347,24 +232,26 @@ class _Config(BaseModel):
     @classmethod
     def _defaults(cls, raw):
         if isinstance(raw, dict):
-            raw = {**raw, "sampler": {"kind": "kinetic", **raw.get("sampler", {})}}
+            raw = {**raw, "sampler": {"kind": "kinetic", **raw.get("sampler", {})},
+                   "model": {"architecture": "fc", **raw.get("model", {})}}
         return raw
 
     @model_validator(mode="after")
     def _complete_step(self):
         s, T = self.sampler, self.model.T
-        if s.kind == "nuts":
+        if "step_size" not in type(s).model_fields:  # a kind without a step (NUTS tunes its own)
             return self
         eps = getattr(s, "epsilon", None)
         if s.step_size is not None and eps is not None and not math.isclose(s.step_size, eps * T):
             raise ValueError("give sampler.step_size or sampler.epsilon, not both (step_size = epsilon * T)")
         if s.step_size is None and eps is None:
             adapting = getattr(s, "adapt_step_size", False)
-            if s.kind != "ula" and not adapting:
+            paper = getattr(s, "default_epsilon", None)  # ULA: the paper's protocol
+            if paper is None and not adapting:
                 raise ValueError(f"sampler.step_size is required for kind = {s.kind!r} without step-size adaptation "
                                  "(e.g. 1e-4; or set sampler.num_warmup > 0 to adapt it)")
-            if s.kind == "ula":
-                s.epsilon = 1e-3  # the paper's protocol
+            if paper is not None:
+                s.epsilon = paper
             else:
                 s.step_size = 1e-4  # the first guess of the adaptation
         if s.step_size is None:
@@ -470,10 +357,38 @@ def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | Poi
                           "(renormpp demo --print-config shows a complete config)")
     raw = {**raw, "run": {**raw.get("run", {}), **({"out": str(out)} if out is not None else {})}}
     raw.setdefault("model", {})
+    raw = _read_aliases(raw)
+    _follow_registry()
     try:
         return (PointConfig if point else Config).model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_message(err.errors()[0], raw)) from None
+
+
+def _read_aliases(raw: dict) -> dict:
+    """``raw`` with the keys of :data:`ALIASES` under their new names."""
+    for old, new in ALIASES.items():
+        table, key = old.split(".")
+        given = raw.get(table, {})
+        if key in given:
+            if new.split(".")[1] in given:
+                raise ConfigError(f"{old} is the earlier name of {new}: give {new} only")
+            raw = {**raw, table: {(new.split(".")[1] if k == key else k): v for k, v in given.items()}}
+    return raw
+
+
+_KINDS = tuple(SAMPLERS.items())  # the sampler kinds the config models were built for
+
+
+def _follow_registry() -> None:
+    """Rebuild the config models where :data:`SAMPLERS` has changed since (a kind registered at run time)."""
+    global _KINDS, Sampler
+    if tuple(SAMPLERS.items()) == _KINDS:
+        return
+    _KINDS, Sampler = tuple(SAMPLERS.items()), _sampler_union()
+    for cls in (_Config, PointConfig, Config):
+        cls.model_fields["sampler"].annotation = Sampler
+        cls.model_rebuild(force=True)
 
 
 def dumps(cfg) -> str:
@@ -492,8 +407,11 @@ def _table_class(raw: dict, table: str):
     if table == "data":
         return DATA_TABLES.get(raw["data"]["name"])
     if table == "sampler":
-        return SAMPLER_TABLES.get(raw.get("sampler", {}).get("kind", "kinetic"))
-    return {"model": ModelConfig, "run": RunConfig, "scaling": ScalingConfig}[table]
+        kind = SAMPLERS.get(raw.get("sampler", {}).get("kind", "kinetic"))
+        return kind.table if kind is not None else None
+    if table == "model":
+        return MODEL_TABLES.get(raw.get("model", {}).get("architecture", "fc"), MODEL_TABLES["fc"])
+    return {"run": RunConfig, "scaling": ScalingConfig}[table]
 
 
 def _describe(kind) -> str | None:
@@ -521,8 +439,8 @@ def _message(e: dict, raw: dict) -> str:
     if e["type"] == "union_tag_invalid":  # data.name or sampler.kind
         key = f"{table}.{e['ctx']['discriminator'].strip(chr(39))}"
         return f"{key} = {e['ctx']['tag']!r} is not allowed: choose one of {e['ctx']['expected_tags']}"
-    if table in ("data", "sampler") and len(loc) > 1:
-        loc = [table] + loc[2:]  # drop the union tag (the loader's name, the sampler's kind)
+    if (table in ("data", "sampler") or (table == "model" and len(MODEL_TABLES) > 1)) and len(loc) > 1:
+        loc = [table] + loc[2:]  # drop the union tag (the loader's name, the sampler's kind, the architecture)
     key = ".".join(loc[:2])
     cls = _table_class(raw, table)
     if e["type"] == "extra_forbidden":
@@ -531,7 +449,7 @@ def _message(e: dict, raw: dict) -> str:
         name = loc[1]
         if table == "sampler":
             kind = raw["sampler"].get("kind", "kinetic")
-            if any(name in SAMPLER_TABLES[k].model_fields for k in SAMPLER_TABLES):
+            if any(name in rec.table.model_fields for rec in SAMPLERS.values()):
                 return (f"sampler.{name} does not apply to sampler.kind = {kind!r}; its own keys are "
                         f"{', '.join(_own_keys(kind))}")
         return f"unknown key {key}; allowed keys in [{table}]: {', '.join(k for k in cls.model_fields if k != 'kind')}"

@@ -11,7 +11,7 @@ the draws: a check that an installation works (under a minute), not a result.
 At this small size the finite networks' generalization loss sits below the proportional-limit theory, by
 about 9% at N1=50 and 1.3% at N1=800 (NUTS and kinetic Langevin, with and without Gibbs steps on v, agree
 on it): corrections beyond the proportional limit, which shrink as P grows at fixed alpha (about 5% at
-alpha=2 for P=200, 2.4% for P=500; benchmarks/README.md). The exact theory is still far closer than the infinite-width limit at every N1.
+alpha=2 for P=200, 2.6% for P=500; benchmarks/README.md). The exact theory is still far closer than the infinite-width limit at every N1.
 """
 CONFIG = {
     "data": {"name": "synthetic", "P": 200, "P_test": 500, "N0": 50, "D": 3, "teacher": "linear", "seed": 0},

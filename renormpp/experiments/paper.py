@@ -4,8 +4,9 @@ Each figure is drawn from one or more *series*, and each series is a sweep of ``
 with ``--print-config``): it resumes, extends, checkpoints and runs on the process pool or Ray like any other run.
 The series live in ``OUT/runs/NAME`` and figures that share a series (the supplement's overlap figure reuses the
 MNIST D = 3 sweep of Fig. 1b and the CIFAR-10 D = 4 sweep of Fig. 1c) share its folder: run them with one ``--out``
-and it is sampled once. Each figure writes ``OUT/FIGURE/``: the figure as PNG and PDF in the paper's layout (theory
-exact solid, one-loop dashed, infinite width dot-dashed, MC points with error bars), ``data.csv`` (theory and MC at
+and it is sampled once. Each figure writes ``OUT/FIGURE/``: the figure as PNG and PDF in the paper's layout (each
+theory method in its line style of :data:`renormpp.theory.METHODS`: exact solid, one-loop dashed, infinite width
+dot-dashed, 1/N1-corrected dotted; MC points with error bars), ``data.csv`` (theory and MC at
 every sampled width, Delta and z), ``theory.csv`` (the theory curves) and ``summary.md``.
 
 Sizes (:data:`SIZES`):

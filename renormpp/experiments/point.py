@@ -24,21 +24,21 @@ from . import stages
 from .store import PointStore, check_same_config
 
 
-def run_point(p: config_mod.PointConfig, folder, *, progress: bool = True) -> dict:
+def run_point(point: config_mod.PointConfig, folder, *, progress: bool = True) -> dict:
     """Run one point into ``folder`` (see the module docstring), or return its saved result."""
     store = PointStore(folder)
     store.folder.mkdir(parents=True, exist_ok=True)
-    check_same_config(store.folder / "config.toml", p, ignore=config_mod.RUN_ONLY,
+    check_same_config(store.folder / "config.toml", point, ignore=config_mod.RUN_ONLY,
                       remedy="use a new run.out folder, or delete that point's folder to recompute it")
     if store.finished:
         return store.result()
-    store.write("config.toml", p.dumps())
+    store.write("config.toml", point.dumps())
     store.write_json("versions.json", stages.versions())
-    label = f"N1={p.model.N1} seed={p.run.seed}"
-    data = stages.load_data(p.data)
-    fit = stages.solve_theory(p.model, data)
+    label = f"N1={point.model.N1} seed={point.run.seed}"
+    data = stages.load_data(point.data)
+    fit = stages.solve_theory(point.model, data)
     store.write_json("theory.json", stages.theory_results(fit, data))
-    sampled = stages.sample(p, data, store, progress=progress, label=label)
-    result = stages.write_outputs(p, store, fit, data, sampled, label)
+    sampled = stages.sample(point, data, store, progress=progress, label=label)
+    result = stages.write_outputs(point, store, fit, data, sampled, label)
     store.finish(result)
     return result

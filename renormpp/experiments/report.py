@@ -2,8 +2,9 @@
 
 Writes into the output folder:
 
-* ``summary.csv``: one row per finished point (N1, seed, MC eps_g and error, the three theories, z-scores,
-  the worst overlap z-score, draws, sampling time, divergences);
+* ``summary.csv``: one row per finished point (N1, seed, MC eps_g and error, every theory method of
+  :data:`renormpp.theory.METHODS` and its z-score, the worst overlap z-score against the reference theory
+  (:data:`renormpp.theory.REFERENCE`), draws, sampling time, divergences);
 * ``pooled.csv``: one row per N1 and quantity, the seeds pooled as independent chains;
 * ``generalization_vs_N1.png`` (Fig. 1a-like), ``overlaps_vs_N1.png``, ``overlaps.png`` (Fig. 2-like, the
   smallest N1);
@@ -33,7 +34,7 @@ def pooled_draws(folders) -> dict:
     import arviz as az
 
     parts = [az.from_netcdf(f / "observables.nc")["posterior"] for f in folders]
-    return {k: np.concatenate([np.asarray(p[k].values) for p in parts], axis=0) for k in ("eps_g", "overlap")}
+    return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in ("eps_g", "overlap")}
 
 
 def _markdown(df) -> str:
@@ -113,11 +114,12 @@ def report(outdir) -> Path:
         for t in theory.METHODS:
             row[f"eps_g_{t}"] = eps.loc[t, "prediction"]
             row[f"z_{t}"] = eps.loc[t, "z"]
-        row["max_abs_z_overlap_exact"] = float(np.nanmax(np.abs(ov[ov.theory == "exact"].z))) \
-            if ov[ov.theory == "exact"].z.notna().any() else np.nan
+        ref = ov[ov.theory == theory.REFERENCE]
+        row[f"max_abs_z_overlap_{theory.REFERENCE}"] = float(np.nanmax(np.abs(ref.z))) if ref.z.notna().any() \
+            else np.nan
         rel = res["eps_g_error"] / abs(res["eps_g"]) if res["eps_g"] else np.nan
-        row.update(eps_g_rel_error=rel, max_overlap_error=float(ov[ov.theory == "exact"].mc_error.max())
-                   if len(ov) else np.nan, stopped=res.get("stopped", "num_samples"))
+        row.update(eps_g_rel_error=rel, max_overlap_error=float(ref.mc_error.max()) if len(ov) else np.nan,
+                   stopped=res.get("stopped", "num_samples"))
         row.update(draws=res["draws"], chains=res["chains"], sampling_seconds=res["sampling_seconds"],
                    accept_prob=res.get("accept_prob"), divergences=res["divergences"], reliable=res["reliable"],
                    problems=res.get("problems", ""))
@@ -141,11 +143,11 @@ def report(outdir) -> Path:
         fig.savefig(outdir / name, dpi=110)
         plt.close(fig)
 
-    missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
+    missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
     lines = [f"# renormpp sweep: {data.name}", "",
              f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
              f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}"
-             + (f", depth={m.depth}" if m.depth > 1 else "") + "; "
+             + "".join(f", {k}={v}" for k, v in _non_default_options(m).items()) + "; "
              f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method. A theory agrees with the "
              f"sampled mean where |z| < {diagnostics.Z_AGREE:g} and the error bar holds; otherwise the verdict gives "
              "the relative deviation Delta and z.", ""]
@@ -179,14 +181,22 @@ def _span(rows, key) -> str:
     return one(first) if len(rows) == 1 else f"{one(first)} to {one(last)}"
 
 
+def _non_default_options(model) -> dict:
+    """The architecture's own options of a ``[model]`` table that differ from their defaults (``depth`` > 1)."""
+    fields = type(model).model_fields
+    return {k: v for k, v in model.options().items() if v != fields[k].default}
+
+
 def in_short(pooled, data) -> list[str]:
     """The report's opening paragraph, computed from the comparisons (one per N1): where the sampled eps_g sits
-    against each theory (sign, size, z), how the gap of the exact theory changes with N1, and what is known about such
-    gaps, so that a reader of the first report knows what the numbers below mean."""
+    against the reference theory (:data:`renormpp.theory.REFERENCE`, exact: sign, size, z), how its gap changes with
+    N1, and what is known about such gaps; then the gap to each other theory method of the table, named by its record's
+    ``noun``, so that a reader of the first report knows what the numbers below mean."""
     from .. import diagnostics, theory
 
     if not pooled:
         return []
+    ref, base = theory.REFERENCE, theory.BASELINE
     rows = []
     for ds in pooled:
         e = ds.sel(quantity="eps_g")
@@ -197,7 +207,7 @@ def in_short(pooled, data) -> list[str]:
                                                                                                                 np.nan)
         row["agree"] = [t for t in theory.METHODS if e.verdict.sel(theory=t).item().startswith("agrees")]
         diag = ds.sel(quantity=[q for q, a, b in zip(ds.quantity.values, ds.a.values, ds.b.values) if a == b >= 0],
-                      theory="exact")
+                      theory=ref)
         k = int(np.nanargmax(np.abs(diag.z.values))) if np.isfinite(diag.z.values).any() else None
         if k is not None:  # the diagonal overlap furthest (in error bars) from Q*/lambda1
             pred = float(diag.prediction[k])
@@ -205,37 +215,39 @@ def in_short(pooled, data) -> list[str]:
         rows.append(row)
     rows.sort(key=lambda r: r["N1"])
     P = data.X.shape[0]
-    exact = [r for r in rows if np.isfinite(r["exact"])]
+    exact = [r for r in rows if np.isfinite(r[ref])]
     out = ["**In short.** "]
     text = []
     if exact:
-        below = sum(r["exact"] < 0 for r in exact)
+        below = sum(r[ref] < 0 for r in exact)
         side = ("below" if below == len(exact) else "above" if below == 0 else
                 f"below at {below} and above at {len(exact) - below} of the {len(exact)} widths, ")
-        agree = sum("exact" in r["agree"] for r in exact)
-        text.append(f"The sampled finite networks' eps_g sits {side} the exact (proportional-limit) theory: "
-                    f"{_span(exact, 'exact')} (alpha = P/N1 from {P / exact[0]['N1']:.3g} to {P / exact[-1]['N1']:.3g}); "
+        agree = sum(ref in r["agree"] for r in exact)
+        text.append(f"The sampled finite networks' eps_g sits {side} {theory.METHODS[ref].noun}: "
+                    f"{_span(exact, ref)} (alpha = P/N1 from {P / exact[0]['N1']:.3g} to {P / exact[-1]['N1']:.3g}); "
                     f"it agrees (|z| < {diagnostics.Z_AGREE:g}) at {agree} of {len(exact)} widths.")
         if len(exact) > 1:
-            gaps = [abs(r["exact"]) for r in exact]
+            gaps = [abs(r[ref]) for r in exact]
             trend = ("shrinks steadily" if all(np.diff(gaps) < 0) else "grows" if all(np.diff(gaps) > 0) else
                      f"goes from {gaps[0]:.1%} to {gaps[-1]:.1%}, not monotonically,")
             text.append(f"The gap {trend} as N1 grows.")
-        closer = sum(abs(r["exact"]) < abs(r["infinite_width"]) for r in exact if np.isfinite(r["infinite_width"]))
-        text.append(f"The exact theory is closer to the sampled networks than the infinite-width limit at {closer} of "
-                    f"{len(exact)} widths.")
+        closer = sum(abs(r[ref]) < abs(r[base]) for r in exact if np.isfinite(r[base]))
+        text.append(f"The exact theory is closer to the sampled networks than {theory.METHODS[base].noun} at {closer} "
+                    f"of {len(exact)} widths.")
     ov = [r for r in rows if "overlap" in r]
     if ov:
         text.append(f"The diagonal readout overlaps against Q*/lambda1 (the entry furthest in error bars): "
                     f"{_span(ov, 'overlap')}.")
-    for t, name in (("corrected", "The 1/N1-corrected theory's eps_g"), ("infinite_width", "The infinite-width limit's"),
-                    ("one_loop", "The one-loop theory's")):
+    first = True  # the first of the other theories says what the numbers are
+    for t, method in theory.METHODS.items():
         ok = [r for r in rows if np.isfinite(r[t])]
-        if not ok:
+        if t == ref or not ok:
             continue
         where = "" if len(ok) == len(rows) else f" (it applies at {len(ok)} of {len(rows)} widths)"
+        name = method.noun[0].upper() + method.noun[1:] + ("'s eps_g" if first else "'s")
         text.append(f"{name}: {_span(ok, t)}{where}.")
-    if exact and any("exact" not in r["agree"] for r in exact):
+        first = False
+    if exact and any(ref not in r["agree"] for r in exact):
         text.append(
             "What is known: the exact theory is the leading order as P and N1 grow at fixed alpha; at a small P a gap "
             "of a few percent is expected and, with error bars this small, it is many error bars (z says whether a gap "
@@ -332,7 +344,7 @@ def scaling_report(outdir: Path, cfg, done) -> Path:
         lines += ["", "## Delta per scale (seeds pooled)", "", _markdown(
             table[table.quantity == "eps_g"][["scale", "N1", "theory", "mc_mean", "mc_error", "prediction", "delta_rel",
                                               "delta_rel_error"]]), ""]
-    missing = [p.name for p in cfg.points() if not PointStore(outdir / "points" / p.name).finished]
+    missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
     return _write_report(outdir, lines, missing)
 
 

@@ -19,11 +19,11 @@ class SweepError(RuntimeError):
 
 def _job(job):
     """Run one point (in this process, a pool worker or a Ray task)."""
-    p, folder, progress = job
+    point, folder, progress = job
     if STOP.is_set():
-        raise NotStarted(f"{p.name}: not started (the run was stopped)")
+        raise NotStarted(f"{point.name}: not started (the run was stopped)")
     with stop_on_sigterm():
-        return run_point(p, folder, progress=progress)
+        return run_point(point, folder, progress=progress)
 
 
 def resolve_input(config, *, out=None) -> config_mod.Config:
@@ -75,8 +75,8 @@ def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
     pool = executors.get(r.executor, workers=r.workers, address=r.address)
     in_process = r.executor == "inprocess"
     points = cfg.points()
-    todo = [(p, str(outdir / "points" / p.name), r.progress and in_process) for p in points
-            if not PointStore(outdir / "points" / p.name).finished]
+    todo = [(point, str(outdir / "points" / point.name), r.progress and in_process) for point in points
+            if not PointStore(outdir / "points" / point.name).finished]
     failed, stopped, not_started = {}, [], []
     STOP.clear()
     bar = progress_bar(total=len(points), initial=len(points) - len(todo), desc="points", unit="point",
@@ -98,7 +98,7 @@ def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
                     bar.update(1)
     finally:
         bar.close()
-    stores = [PointStore(outdir / "points" / p.name) for p in points]
+    stores = [PointStore(outdir / "points" / point.name) for point in points]
     reported = any(st.finished for st in stores)
     if reported:
         report(outdir)

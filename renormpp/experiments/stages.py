@@ -10,12 +10,14 @@ import os
 import platform
 import time
 import warnings
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .. import diagnostics, theory
+from .. import architectures, diagnostics, theory
 from . import config as config_mod
+from .samplers import SAMPLERS, Parts
 from .signals import STOP, Interrupted
 from .store import PointStore
 
@@ -46,16 +48,17 @@ def versions() -> dict:
 # ---- theory ------------------------------------------------------------------------------------------------------
 def solve_theory(model, data):
     """The kernel eigendecomposition of the data at the point's width (``infinite_width``: the other methods are
-    refits of it, :func:`renormpp.diagnostics.theory_fit`)."""
-    return theory.solve(data.X, data.Y, N1=model.N1, T=model.T, lambda0=model.lambda0, lambda1=model.lambda1,
-                        activation=model.activation, method="infinite_width", depth=model.depth)
+    refits of it, :func:`renormpp.theory.fit_or_reason`)."""
+    return architecture(model).solve(data.X, data.Y, N1=model.N1, T=model.T, lambda0=model.lambda0,
+                                     lambda1=model.lambda1, activation=model.activation, method="infinite_width",
+                                     **model.options())
 
 
 def theory_results(fit, data) -> dict:
-    """Every theory method at ``fit``'s N1 as plain numbers (for ``theory.json``)."""
+    """Every theory method of :data:`renormpp.theory.METHODS` at ``fit``'s N1 as plain numbers (for ``theory.json``)."""
     out = {}
     for method in theory.METHODS:
-        th = diagnostics.theory_fit(fit, method)
+        th = theory.refit_or_none(fit, method)
         if th is None:
             out[method] = {"applies": False}
             continue
@@ -66,87 +69,67 @@ def theory_results(fit, data) -> dict:
 
 
 # ---- sampling ------------------------------------------------------------------------------------------------------
-#: the sampler statistics recorded per draw, by kind
-STAT_FIELDS = {"ula": ("diverging",), "mala": ("accept_prob", "diverging", "step_size"),
-               "kinetic": ("accept_prob", "diverging", "step_size"), "nuts": ("accept_prob", "diverging", "num_steps")}
+def architecture(model):
+    """The :class:`~renormpp.architectures.Architecture` record of a ``[model]`` table."""
+    return architectures.get_architecture(model.architecture)
 
 
-def model_kwargs(p) -> dict:
-    m = p.model
-    return dict(N1=m.N1, depth=m.depth, activation=m.activation, T=m.T,
-                lambdas=(m.lambda0,) * m.depth + (m.lambda1,), integrate_v=p.sampler.v_sampling == "integrated")
+def model_kwargs(point) -> dict:
+    """The arguments of the point's NumPyro model (its architecture's ``model_kwargs``)."""
+    m = point.model
+    return architecture(m).model_kwargs(N1=m.N1, T=m.T, lambda0=m.lambda0, lambda1=m.lambda1,
+                                        activation=m.activation,
+                                        integrate_v=point.sampler.v_sampling == "integrated", **m.options())
 
 
-def make_kernel(p, data):
-    """The NumPyro kernel of a point's ``[sampler]``, recording its observables (the kernel's own path: the
-    Langevin kernels' ``observables``, or :class:`renormpp.infer.Observed` around NUTS)."""
-    from numpyro.infer import NUTS
-
+def sampler_parts(point, data) -> Parts:
+    """What the model and the data give a sampler's builder (:class:`~renormpp.experiments.samplers.Parts`): the
+    NumPyro model, the observables recorded per draw (Rao-Blackwellized with ``rao_blackwell``), the exact Gibbs draw
+    of v (with ``v_sampling = "gibbs"``) and the first layer's weight site."""
     from .. import observables, readout
-    from ..infer import KineticLangevin, Langevin, Observed
-    from ..models import mlp
-    from ..network import layer_sites
 
-    s, m = p.sampler, p.model
+    s, m = point.sampler, point.model
+    arch = architecture(m)
     train, test = _float32(data.X, data.Y), _float32(data.X_test, data.Y_test)
     if s.rao_blackwell:
-        record = readout.rao_blackwell(*train, *test, T=m.T, lambda1=m.lambda1, activation=m.activation)
+        record = readout.rao_blackwell(*train, *test, T=m.T, lambda1=m.lambda1, activation=m.activation,
+                                       features=arch.features)
     else:
-        record = observables.default(*test, m.activation)
-    if s.kind == "nuts":
-        return Observed(NUTS(mlp, target_accept_prob=s.target_accept_prob,
-                             max_tree_depth=s.max_tree_depth, dense_mass=s.dense_mass), record)
-    gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation)
+        record = observables.default(*test, m.activation, arch.features)
+    gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation, features=arch.features)
              if s.v_sampling == "gibbs" else None)
-    common = dict(step_size=s.step_size, inner_steps=s.inner_steps, observables=record, gibbs_fn=gibbs,
-                  warn_divergences=False,  # checked on the host after every block (renormpp.infer.Chains)
-                  pooled_adaptation=getattr(s, "adaptation", "per_chain") == "pooled")
-    if s.kind == "kinetic":
-        first_layer = layer_sites(m.depth)[0]
-        return KineticLangevin(mlp, friction=s.friction, adapt_step_size=s.adapt_step_size,
-                               target_accept_prob=s.target_accept_prob,
-                               row_mass=first_layer if s.mass == "rows" else None,
-                               freeze_gibbs_sites=s.freeze_v, accept_shift=s.accept_shift,
-                               **common)
-    mala = s.kind == "mala"
-    return Langevin(mlp, adjust=mala, adapt_step_size=mala and s.adapt_step_size,
-                    target_accept_prob=s.target_accept_prob if mala else None, **common)
+    return Parts(arch.model, record, gibbs, arch.first_layer(**m.options()))
+
+
+def make_sampler(point, data):
+    """The NumPyro sampler (an ``MCMCKernel``) of a point's ``[sampler]``, recording its observables: the builder of
+    its kind's record (:data:`renormpp.experiments.samplers.SAMPLERS`)."""
+    return SAMPLERS[point.sampler.kind].build(point.sampler, sampler_parts(point, data))
 
 
 def _float32(*arrays):
     return tuple(np.asarray(a, dtype=np.float32) for a in arrays)
 
 
-def start_chains(p, data, init_params=None):
+def start_chains(point, data, init_params=None):
     """``(chains, state)``: the point's :class:`renormpp.infer.Chains` and the initial state of every chain."""
     import jax
 
     from ..infer import Chains
 
-    s = p.sampler
-    chains = Chains(make_kernel(p, data), num_chains=s.num_chains, chain_method=s.chain_method,
-                    extra_fields=STAT_FIELDS[s.kind], blas_threads=p.run.blas_threads or None)
-    state = chains.init(jax.random.PRNGKey(p.run.seed), s.num_warmup, *_float32(data.X, data.Y),
-                        init_params=init_params, **model_kwargs(p))
+    s = point.sampler
+    chains = Chains(make_sampler(point, data), num_chains=s.num_chains, chain_method=s.chain_method,
+                    extra_fields=SAMPLERS[s.kind].stats, blas_threads=point.run.blas_threads or None)
+    state = chains.init(jax.random.PRNGKey(point.run.seed), s.num_warmup, *_float32(data.X, data.Y),
+                        init_params=init_params, **model_kwargs(point))
     return chains, state
-
-
-def describe(chains, state) -> str:
-    """The sampler and its (adapted) step, for the point's comparison and the report."""
-    kernel = chains.kernel
-    if hasattr(kernel, "describe"):
-        return kernel.describe(state)
-    step = getattr(getattr(state, "adapt_state", None), "step_size", None)
-    inner = getattr(kernel, "kernel", kernel)
-    return type(inner).__name__ + (f", adapted step_size={float(np.mean(np.asarray(step))):.3g}" if step is not None
-                                   else "")
 
 
 class Sampled(NamedTuple):
     """What the sampling stage returns: the observables ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``,
     the sampler statistics, the wall time (summed over resumptions), the sampler's description, the warnings
     it gave (also over resumptions), why sampling stopped, the warmup draws made (fewer than ``num_warmup`` where an
-    adaptive warmup ended early) and what the adaptive warmup decided (:attr:`~renormpp.experiments.warmup.AdaptiveWarmup.log`)."""
+    adaptive warmup ended early) and what the adaptive warmup decided (:attr:`renormpp.infer.AdaptiveWarmup.log`)."""
 
     draws: dict
     stats: dict
@@ -154,119 +137,180 @@ class Sampled(NamedTuple):
     sampler: str
     notes: list
     stopped: str = "num_samples"
-    warmup: int = 0
+    warmup_draws: int = 0
     warmup_log: tuple = ()
 
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
+WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.infer.warmup)
 
 
-def sample(p, data, store: PointStore, *, progress: bool = True, label: str = "") -> Sampled:
-    """Warmup and sampling in blocks of draws, checkpointed to ``store`` (every ``run.checkpoint_every`` seconds,
-    after the warmup, and on SIGTERM). The sampler's warnings are shown and kept (``sampling_notes.json``).
+def sample(point, data, store: PointStore, *, progress: bool = True, label: str = "") -> Sampled:
+    """Warmup and sampling in blocks of draws (:class:`Blocks`), checkpointed to ``store`` (every
+    ``run.checkpoint_every`` seconds, after the warmup, and on SIGTERM). The sampler's warnings are shown and kept
+    (``sampling_notes.json``).
 
     The chains carry their random keys in their state, so where the blocks begin does not change the draws: a
     resumed point gives the draws of an uninterrupted one.
     """
     from .progress import bar as progress_bar
 
-    s, r = p.sampler, p.run
+    s, r = point.sampler, point.run
     notes = store.read_json("sampling_notes.json", default=[])
     with _noted(notes):
-        chains, state = start_chains(p, data)
+        chains, state = start_chains(point, data)
     ck = store.checkpoint(template=state)
-    W, total = s.num_warmup, s.num_samples
-    adaptive = adaptive_warmup(p, chains, ck.state, history=ck.joined(warmup=True))
-    W = warmup_end(ck.state, W)
+    adaptive = adaptive_warmup(point, chains, ck.state, history=ck.joined(warmup=True))
+    blocks = Blocks.start(ck, warmup_end(chains, ck.state, s.num_warmup), s.num_samples)
+    bar = progress_bar(total=blocks.W + blocks.total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling",
+                       unit="it", disable=not progress, leave=False)
     stopped = "num_samples"
-    bar = progress_bar(total=W + total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling", unit="it",
-                       disable=not progress, leave=False)
-    block, probes = 10, 2  # two short blocks time an iteration; then blocks of about chunk_seconds
-    length = max(min(max(W, total), MAX_BLOCK), block)  # every block runs in one compilation of this length
-    check = next_check(ck.n)  # the draw count at which stop on accuracy looks next
     try:
-        while ck.warm + ck.n < W + total:
-            warmup = ck.warm < W
-            n = min(block, (W - ck.warm) if warmup else (total - ck.n))
-            if not warmup and r.target_error is not None:
-                n = min(n, check - ck.n)  # blocks end on the check grid: where a run stops is the same on any machine
-            t0 = time.perf_counter()
+        while not blocks.done(ck):
+            n, warming = blocks.next(ck, r.target_error)
             with _noted(notes):
-                state, draws, stats = chains.run(ck.state, n, length)
-            dt = time.perf_counter() - t0
-            if warmup and adaptive is not None:
+                state, draws, stats, dt = _timed(chains, ck.state, n, blocks.length)
+            if warming and adaptive is not None:
                 state = adaptive.update(state, draws, stats)
-                W = warmup_end(state, W)
-                bar.total = W + total
-            ck.state, ck.seconds = state, ck.seconds + dt
-            if warmup:
-                ck.warm += n
-                ck.add(draws, stats, warmup=True)
-            else:
-                ck.n += n
-                ck.add(draws, stats)
+                blocks.W = warmup_end(chains, state, blocks.W)
+                bar.total = blocks.W + blocks.total
+            _keep(ck, state, dt, n, warming, draws, stats)
             if "accept_prob" in stats:
-                bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}")
-            probes -= 1
-            if probes <= 0:  # blocks of about chunk_seconds, from the last block's time per draw
-                block = int(np.clip(r.chunk_seconds / (dt / n), 1, length))
-            if adaptive is not None and ck.warm < W:
-                block = min(block, WARMUP_BLOCK)  # the adaptive warmup decides between blocks
-            end_of_warmup = warmup and ck.warm == W
-            if not warmup and ck.n < total:
-                stopped, errors = _early_stop(ck, r, check)
-                check = next_check(ck.n) if ck.n >= check else check
-                total = ck.n if stopped else total
+                bar.set_postfix_str(_postfix(stats))
+            blocks.resize(dt / n, r.chunk_seconds, adaptive is not None and ck.warm < blocks.W)
+            end_of_warmup = warming and ck.warm == blocks.W
+            if not warming and ck.n < blocks.total:
+                stopped, errors = blocks.judge(ck, r)
                 if errors:  # what stop on accuracy waits for, on the progress bar
-                    bar.set_postfix_str(f"acc. {np.mean(stats['accept_prob']):.2f}, eps_g err "
-                                        f"{100 * errors['eps_g']:.2f}%, overlap err {errors['overlap']:.4f}, "
-                                        f"R-hat {errors['rhat']:.3f}" if "accept_prob" in stats else
-                                        f"eps_g err {100 * errors['eps_g']:.2f}%, R-hat {errors['rhat']:.3f}")
-            bar.total = W + total
+                    bar.set_postfix_str(_postfix(stats, errors))
+            bar.total = blocks.W + blocks.total
             bar.update(n)
-            if STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total:
-                ck.save()
-                store.write_json("sampling_notes.json", notes)
-            if STOP.is_set() and ck.n < total:
-                raise Interrupted(f"stopped after {ck.warm} warmup iterations and {ck.n} of {total} draws; "
+            if _checkpoint_due(ck, r, end_of_warmup, blocks.total):
+                _save(ck, store, notes)
+            if STOP.is_set() and ck.n < blocks.total:
+                raise Interrupted(f"stopped after {ck.warm} warmup iterations and {ck.n} of {blocks.total} draws; "
                                   f"progress saved in {ck.path}")
     except KeyboardInterrupt:
-        ck.save()  # the last finished block; the one in flight is lost
-        store.write_json("sampling_notes.json", notes)
+        _save(ck, store, notes)  # the last finished block; the one in flight is lost
         raise
     finally:
         bar.close()
     draws, stats = ck.joined()
-    sampler = describe(chains, ck.state)
+    described = diagnostics.describe_sampler(chains.sampler, ck.state)
     if adaptive is not None:
-        sampler += f"; adaptive warmup: {W} of at most {s.num_warmup} draws"
-    return Sampled(draws, stats, ck.seconds, sampler, notes, stopped or "num_samples", ck.warm,
+        described += f"; adaptive warmup: {blocks.W} of at most {s.num_warmup} draws"
+    return Sampled(draws, stats, ck.seconds, described, notes, stopped or "num_samples", ck.warm,
                    tuple(adaptive.log) if adaptive is not None else ())
 
 
-WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.experiments.warmup)
+@dataclass
+class Blocks:
+    """How the sampling stage cuts the warmup and the draws into blocks.
+
+    ``W``: the draw at which the warmup ends (an adaptive warmup moves it); ``total``: the draws to record (fewer
+    once stop on accuracy has decided); ``length``: the one compiled block length (every block runs in it);
+    ``size``: the next block's draws (two short probe blocks of :data:`WARMUP_BLOCK` time an iteration, then blocks
+    of about ``run.chunk_seconds``, :meth:`resize`); ``check``: the next draw count on the fixed grid of
+    :func:`next_check` where stop on accuracy judges (:meth:`judge`); sampling blocks end on it.
+    """
+
+    W: int
+    total: int
+    length: int
+    check: int
+    size: int = WARMUP_BLOCK
+    probes: int = 2
+
+    @classmethod
+    def start(cls, ck, W: int, total: int) -> "Blocks":
+        """The blocks from checkpoint ``ck`` on (a fresh one, or a resumed point's)."""
+        return cls(W, total, length=max(min(max(W, total), MAX_BLOCK), WARMUP_BLOCK), check=next_check(ck.n))
+
+    def done(self, ck) -> bool:
+        return ck.warm + ck.n >= self.W + self.total
+
+    def next(self, ck, target_error) -> tuple[int, bool]:
+        """``(n, warming)``: the next block's draws, and whether they are warmup draws. With a target error, sampling
+        blocks end on the check grid: where a run stops is the same on any machine."""
+        warming = ck.warm < self.W
+        n = min(self.size, (self.W - ck.warm) if warming else (self.total - ck.n))
+        if not warming and target_error is not None:
+            n = min(n, self.check - ck.n)
+        return n, warming
+
+    def resize(self, seconds_per_draw: float, chunk_seconds: float, adaptive_warming: bool) -> None:
+        """After a block: blocks of about ``chunk_seconds`` once the probes are done, from the last block's time per
+        draw; at most :data:`WARMUP_BLOCK` while an adaptive warmup still decides (between blocks)."""
+        self.probes -= 1
+        if self.probes <= 0:
+            self.size = int(np.clip(chunk_seconds / seconds_per_draw, 1, self.length))
+        if adaptive_warming:
+            self.size = min(self.size, WARMUP_BLOCK)
+
+    def judge(self, ck, r) -> tuple[str, dict]:
+        """Stop on accuracy or time (:func:`_early_stop`) after a sampling block: why sampling stops ("" to go on)
+        and the errors judged; moves the check grid on, and ``total`` to the draws made where it stops."""
+        stopped, errors = _early_stop(ck, r, self.check)
+        self.check = next_check(ck.n) if ck.n >= self.check else self.check
+        self.total = ck.n if stopped else self.total
+        return stopped, errors
 
 
-def adaptive_warmup(p, chains, state, history=None):
-    """The point's :class:`~renormpp.experiments.warmup.AdaptiveWarmup` for the chains' ``state`` (``history``: the
-    warmup's draws and statistics before a resumption), or None (a fixed warmup, or a kernel without one: NUTS)."""
-    from .warmup import AdaptiveWarmup
+def _timed(chains, state, n: int, length: int):
+    """``(state, draws, stats, seconds)``: a block of ``n`` draws and its wall time."""
+    t0 = time.perf_counter()
+    state, draws, stats = chains.run(state, n, length)
+    return state, draws, stats, time.perf_counter() - t0
 
-    s = p.sampler
-    if getattr(s, "warmup", "fixed") != "adaptive" or s.num_warmup == 0 or not hasattr(state, "adaptation"):
+
+def _keep(ck, state, seconds: float, n: int, warming: bool, draws: dict, stats: dict) -> None:
+    """Add a block to the checkpoint: the state, the time, the draws (as warmup draws while ``warming``)."""
+    ck.state, ck.seconds = state, ck.seconds + seconds
+    if warming:
+        ck.warm += n
+    else:
+        ck.n += n
+    ck.add(draws, stats, warmup=warming)
+
+
+def _postfix(stats: dict, errors: dict | None = None) -> str:
+    """The progress bar's text: the block's acceptance, and the errors stop on accuracy waits for."""
+    acc = f"acc. {np.mean(stats['accept_prob']):.2f}" if "accept_prob" in stats else ""
+    if not errors:
+        return acc
+    if acc:
+        return f"{acc}, eps_g err {100 * errors['eps_g']:.2f}%, overlap err {errors['overlap']:.4f}, " \
+               f"R-hat {errors['rhat']:.3f}"
+    return f"eps_g err {100 * errors['eps_g']:.2f}%, R-hat {errors['rhat']:.3f}"
+
+
+def _checkpoint_due(ck, r, end_of_warmup: bool, total: int) -> bool:
+    """Save after a block on SIGTERM, at the warmup's end, every ``run.checkpoint_every`` seconds and at the last
+    draw."""
+    return STOP.is_set() or end_of_warmup or time.monotonic() - ck.saved_at >= r.checkpoint_every or ck.n == total
+
+
+def _save(ck, store: PointStore, notes: list) -> None:
+    ck.save()
+    store.write_json("sampling_notes.json", notes)
+
+
+def adaptive_warmup(point, chains, state, history=None):
+    """The point's :class:`renormpp.infer.AdaptiveWarmup` for the chains' ``state`` (``history``: the warmup's draws
+    and statistics before a resumption), or None (a fixed warmup, or a sampler without a schedule: NUTS)."""
+    from ..infer import AdaptiveWarmup
+
+    s = point.sampler
+    if not s.warmup_adapts() or s.num_warmup == 0 or not hasattr(chains.sampler, "schedule"):
         return None
-    pooled = chains.kernel.pools_adaptation and chains.chain_method == "vectorized"
-    return AdaptiveWarmup(s.num_warmup, chains.kernel.adapts_mass, pooled_chains=chains.num_chains if pooled else 1,
-                          history=history)
+    return AdaptiveWarmup.of(chains, s.num_warmup, history=history)
 
 
-def warmup_end(state, num_warmup: int) -> int:
-    """The draw at which the warmup of ``state`` ends: its schedule's end (moved by an adaptive warmup), or
-    ``num_warmup`` for kernels without one (NUTS)."""
-    adaptation = getattr(state, "adaptation", None)
-    if adaptation is None:
-        return num_warmup
-    return int(np.asarray(adaptation.schedule).reshape(-1, 3)[0, 2])
+def warmup_end(chains, state, num_warmup: int) -> int:
+    """The draw at which the warmup of the chains' ``state`` ends: its schedule's end (moved by an adaptive warmup),
+    or ``num_warmup`` for samplers without one (NUTS)."""
+    schedule = getattr(chains.sampler, "schedule", None)
+    return num_warmup if schedule is None else schedule(state)[2]
 
 
 def next_check(n: int) -> int:
@@ -371,7 +415,7 @@ def save_figures(folder, ds, draws, dt, class_names) -> None:
         plt.close(fig)
 
 
-def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str) -> dict:
+def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: str) -> dict:
     """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result,
     whose ``status`` is ``"failed"`` where the sampler failed (:func:`renormpp.diagnostics.sampler_health`)."""
     folder, draws, stats = store.folder, sampled.draws, sampled.stats
@@ -379,7 +423,7 @@ def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str)
     dt.to_netcdf(folder / "observables.nc")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=p.run.error_method, sampler=sampled.sampler)
+        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=point.run.error_method, sampler=sampled.sampler)
     ds.to_netcdf(folder / "comparison.nc")
     ds.drop_vars(["a", "b"]).to_dataframe().to_csv(folder / "comparison.csv")
     notes = list(dict.fromkeys(sampled.notes + [str(w.message) for w in caught]))
@@ -391,9 +435,9 @@ def write_outputs(p, store: PointStore, fit, data, sampled: Sampled, label: str)
     save_figures(folder, ds, draws, dt, data.class_names)
     e = ds.sel(quantity="eps_g")
     return dict(
-        N1=p.model.N1, seed=p.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
+        N1=point.model.N1, seed=point.run.seed, status="ok" if ok else "failed", problems=ds.attrs["sampler_problems"],
         sampler=sampled.sampler, draws=int(draws["eps_g"].shape[1]), chains=int(draws["eps_g"].shape[0]),
-        stopped=sampled.stopped, warmup_draws=sampled.warmup, warmup_log=list(sampled.warmup_log),
+        stopped=sampled.stopped, warmup_draws=sampled.warmup_draws, warmup_log=list(sampled.warmup_log),
         sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),

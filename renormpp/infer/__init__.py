@@ -1,15 +1,21 @@
 r"""Samplers as NumPyro kernels, and a driver for long runs.
 
 * :class:`Langevin` (ULA, or MALA with ``adjust=True``) and :class:`KineticLangevin` (OBABO, Metropolis-adjusted):
-  thin ``MCMCKernel`` adapters over the pure core :mod:`renormpp.mcmc`;
+  constructors of one thin ``MCMCKernel`` adapter (:class:`~.adapter.Adapter`) over the pure core
+  :mod:`renormpp.mcmc`, which runs an algorithm record (:mod:`.algorithms`) on the model bound to a flat position
+  (:mod:`.binding`) and warns about divergences, frozen chains and ULA's bias (:mod:`.alerts`);
 * :class:`Observed`: any NumPyro kernel (NUTS, HMCGibbs, ...) recording observables instead of the parameters;
-* :class:`Chains`: a kernel's chains run in compiled blocks of draws, continued from a state: what
-  ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks.
+* :class:`Chains`: a sampler's chains run in compiled blocks of draws, continued from a state: what
+  ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks;
+* :class:`AdaptiveWarmup`: between those blocks, ends the warmup's phases when they have done their job
+  (:mod:`.warmup`).
 """
+from .adapter import Adapter, KineticLangevin, Langevin, LangevinState
+from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, ULABiasWarning
+from .algorithms import paper_step_size
 from .chains import Chains, DivergenceWarning
-from .langevin import (ULA_BIAS_BOUND, KineticLangevin, Langevin, LangevinState, LowAcceptanceWarning, ULABiasWarning,
-                       paper_step_size)
 from .observed import Observed, ObservedState
+from .warmup import AdaptiveWarmup
 
-__all__ = ["Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState", "LowAcceptanceWarning",
-           "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]
+__all__ = ["Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
+           "LowAcceptanceWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]

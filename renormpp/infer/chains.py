@@ -1,7 +1,7 @@
-"""Chains of a NumPyro kernel, run in compiled blocks of draws and continued from a state.
+"""Chains of a NumPyro sampler (an ``MCMCKernel``), run in compiled blocks of draws and continued from a state.
 
-This is what ``numpyro.infer.MCMC.run`` does (the same ``init``/``sample`` interface of the kernel, the same chain
-methods, the kernel's own ``postprocess_fn`` and sample field), for runs that stop between blocks to checkpoint or
+This is what ``numpyro.infer.MCMC.run`` does (the same ``init``/``sample`` interface of the sampler, the same chain
+methods, the sampler's own ``postprocess_fn`` and sample field), for runs that stop between blocks to checkpoint or
 report progress: a block is compiled once per length (numpyro 0.22's ``MCMC.run`` recompiles its loop on every
 call, and every compilation keeps its memory maps: thousands of blocks would exhaust them). Divergences are checked
 on the host after each block, so no host callback runs inside the compiled loop.
@@ -24,8 +24,10 @@ class DivergenceWarning(RuntimeWarning):
 
 
 class Chains:
-    """``num_chains`` chains of ``kernel``; ``chain_method`` as NumPyro's ``MCMC``: "vectorized" (the kernel steps a
-    batch of chains) or "sequential" (one chain after the other, stacked).
+    """``num_chains`` chains of ``sampler`` (a NumPyro ``MCMCKernel``, as ``MCMC(sampler, ...)`` takes it);
+    ``chain_method`` as NumPyro's ``MCMC``: "vectorized" (the sampler steps a batch of chains) or "sequential" (one
+    chain after the other, stacked). Between blocks, :class:`renormpp.infer.warmup.AdaptiveWarmup` may end the
+    warmup early.
 
     >>> chains = Chains(Langevin(model, step_size=1e-3, observables=obs), num_chains=2, extra_fields=("diverging",))
     >>> state = chains.init(key, num_warmup, X, Y, N1=100)
@@ -34,13 +36,13 @@ class Chains:
     ``blas_threads``: at most this many BLAS/LAPACK threads while a block runs (None: as the process has them).
     """
 
-    def __init__(self, kernel: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
+    def __init__(self, sampler: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
                  extra_fields=(), warn_divergences: bool = True, blas_threads: int | None = None):
         if chain_method not in ("vectorized", "sequential"):
             raise ValueError(f"chain_method must be 'vectorized' or 'sequential'; got {chain_method!r}")
         if int(num_chains) != num_chains or num_chains < 1:
             raise ValueError(f"num_chains must be a positive integer; got {num_chains!r}")
-        self.kernel, self.num_chains, self.chain_method = kernel, int(num_chains), chain_method
+        self.sampler, self.num_chains, self.chain_method = sampler, int(num_chains), chain_method
         self.extra_fields = tuple(extra_fields)
         self.warn_divergences = bool(warn_divergences)
         self.blas_threads = blas_threads
@@ -48,12 +50,12 @@ class Chains:
 
     def init(self, rng_key, num_warmup: int, *model_args, init_params=None, **model_kwargs):
         """The initial state of every chain (leading axis: chain). ``init_params`` (one per chain, stacked)
-        replaces the kernel's initialization."""
+        replaces the sampler's initialization."""
         keys = jax.random.split(rng_key, self.num_chains)
         if self.chain_method == "vectorized":
-            state = self.kernel.init(keys, num_warmup, init_params, model_args, model_kwargs)
+            state = self.sampler.init(keys, num_warmup, init_params, model_args, model_kwargs)
         else:
-            parts = [self.kernel.init(k, num_warmup, None if init_params is None else
+            parts = [self.sampler.init(k, num_warmup, None if init_params is None else
                                       jax.tree_util.tree_map(lambda x, c=c: x[c], init_params), model_args, model_kwargs)
                      for c, k in enumerate(keys)]
             state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *parts)
@@ -61,24 +63,24 @@ class Chains:
         return state
 
     def _compile(self, model_args, model_kwargs):
-        kernel, vectorized = self.kernel, self.chain_method == "vectorized"
-        post = kernel.postprocess_fn(model_args, model_kwargs)
+        sampler, vectorized = self.sampler, self.chain_method == "vectorized"
+        post = sampler.postprocess_fn(model_args, model_kwargs)
         post = jax.vmap(post) if vectorized else post
-        get_sample = attrgetter(kernel.sample_field)
+        get_sample = attrgetter(sampler.sample_field)
         fields = {f: attrgetter(f) for f in self.extra_fields}
 
         @partial(jax.jit, static_argnums=2)
         def block(state, n, length):
             # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
             def step(st, i):
-                st = jax.lax.cond(i < n, lambda s: kernel.sample(s, model_args, model_kwargs), lambda s: s, st)
+                st = jax.lax.cond(i < n, lambda s: sampler.sample(s, model_args, model_kwargs), lambda s: s, st)
                 return st, (post(get_sample(st)), {f: get(st) for f, get in fields.items()})
             return jax.lax.scan(step, state, jnp.arange(length))
 
         self._block = block
 
     def run(self, state, num_draws: int, length: int | None = None):
-        """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the kernel's sample field
+        """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the sampler's sample field
         and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...).
 
         ``length`` (at least ``num_draws``; default ``num_draws``): the block is compiled for this many iterations

@@ -58,9 +58,9 @@ class WindowState(NamedTuple):
 def reschedule(state: WindowState, start, stop, end, *, restart_window: bool = False) -> WindowState:
     """The warmup of ``state`` with its mass window moved to draws ``[start, stop)`` and its end to draw ``end``
     (each an int or an array with one value per chain): how an adaptive-length warmup ends early
-    (:func:`renormpp.experiments.stages.sample`). Draws already past keep what they did, except with
-    ``restart_window``: then the positions the mass window has gathered so far are dropped, so that the window
-    learns from ``start`` on only (the chains relaxed after the window had opened)."""
+    (:class:`renormpp.infer.AdaptiveWarmup`, through the sampler's ``reschedule``). Draws already past keep what
+    they did, except with ``restart_window``: then the positions the mass window has gathered so far are dropped, so
+    that the window learns from ``start`` on only (the chains relaxed after the window had opened)."""
     s = jnp.stack(jnp.broadcast_arrays(*(jnp.asarray(v, jnp.int32) for v in (start, stop, end))), axis=-1)
     mass = jax.tree_util.tree_map(jnp.zeros_like, state.mass) if restart_window else state.mass  # Welford's start
     return state._replace(schedule=jnp.broadcast_to(s, state.schedule.shape).astype(state.schedule.dtype), mass=mass)

@@ -37,14 +37,14 @@ __all__ = ["State", "Info", "init", "build_kernel"]
 
 
 class State(NamedTuple):
-    """Position q (n,), momentum p (n,), U and its gradient at q, and Neal's acceptance variable s (a scalar in
-    [-1, 1); None where each test draws a fresh uniform)."""
+    """Position q (n,), momentum p (n,), U and its gradient at q, and Neal's acceptance variable s, ``accept_level`` (a
+    scalar in [-1, 1); None where each test draws a fresh uniform)."""
 
     position: jax.Array
     momentum: jax.Array
     potential_energy: jax.Array
     grad: jax.Array
-    slice: jax.Array | None = None
+    accept_level: jax.Array | None = None
 
 
 def init(position, potential_fn: Callable, rng_key, inverse_mass=1.0, persistent_accept: bool = False) -> State:
@@ -72,32 +72,32 @@ def build_kernel(adjust: bool = True, accept_shift: float = 0.0) -> Callable:
         a = jnp.exp(-friction * h / 2)
         draw, velocity, kinetic_energy = functions(inverse_mass)
 
-        def refresh(p, key):  # O
-            return a * p + jnp.sqrt(1 - a**2) * draw(key, p)
+        def refresh(momentum, key):  # O
+            return a * momentum + jnp.sqrt(1 - a**2) * draw(key, momentum)
 
-        q, p = state.position, refresh(state.momentum, k_o1)
-        p_half = p - h / 2 * state.grad  # B
-        q_new = q + h * velocity(p_half)  # A
+        q, momentum = state.position, refresh(state.momentum, k_o1)
+        momentum_half = momentum - h / 2 * state.grad  # B
+        q_new = q + h * velocity(momentum_half)  # A
         pe_new, grad_new = jax.value_and_grad(potential_fn)(q_new)
-        p_new = p_half - h / 2 * grad_new  # B
+        momentum_new = momentum_half - h / 2 * grad_new  # B
         finite = jnp.isfinite(pe_new) & jnp.all(jnp.isfinite(grad_new))
         if adjust:
-            dH = pe_new - state.potential_energy + kinetic_energy(p_new) - kinetic_energy(p)
+            dH = pe_new - state.potential_energy + kinetic_energy(momentum_new) - kinetic_energy(momentum)
             accept_prob = jnp.where(finite, jnp.exp(jnp.minimum(-dH, 0.0)), 0.0)
         else:
             accept_prob = finite.astype(q.dtype)
         if accept_shift:
-            if state.slice is None:
+            if state.accept_level is None:
                 raise ValueError("accept_shift needs the acceptance variable in the state: "
                                  "init(..., persistent_accept=True)")
-            s = jnp.mod(state.slice + 1 + accept_shift, 2) - 1
+            s = jnp.mod(state.accept_level + 1 + accept_shift, 2) - 1
             accept = jnp.abs(s) < accept_prob
             s_new = jnp.where(accept, s * jnp.exp(jnp.where(accept, dH, 0.0)), s)  # s e^{dH}, not clipped
         else:
             accept = jax.random.uniform(k_acc, dtype=q.dtype) < accept_prob
-            s_new = state.slice
-        new = select(accept, State(q_new, p_new, pe_new, grad_new, s_new),
-                     state._replace(momentum=-p, slice=s_new))  # rejected: flip
+            s_new = state.accept_level
+        new = select(accept, State(q_new, momentum_new, pe_new, grad_new, s_new),
+                     state._replace(momentum=-momentum, accept_level=s_new))  # rejected: flip
         return new._replace(momentum=refresh(new.momentum, k_o2)), Info(accept_prob, ~finite)
 
     return kernel

@@ -85,8 +85,8 @@ def functions(inverse_mass) -> tuple[Callable, Callable, Callable]:
         def draw(key, like):
             return _scaled(jax.random.normal(key, like.shape, like.dtype), m)
 
-        def velocity(p):
-            return m * p
+        def velocity(momentum):
+            return m * momentum
     else:
         m, rows = inverse_mass, inverse_mass.rows
 
@@ -95,12 +95,12 @@ def functions(inverse_mass) -> tuple[Callable, Callable, Callable]:
             block, start, stop = _split(eta, rows)
             return _scaled(eta, m.diag).at[start:stop].set((block @ m.factor).ravel())
 
-        def velocity(p):
-            block, start, stop = _split(p, rows)
-            return (m.diag * p).at[start:stop].set((block @ m.block).ravel())
+        def velocity(momentum):
+            block, start, stop = _split(momentum, rows)
+            return (m.diag * momentum).at[start:stop].set((block @ m.block).ravel())
 
-    def kinetic(p):
-        return 0.5 * jnp.vdot(p, velocity(p))
+    def kinetic(momentum):
+        return 0.5 * jnp.vdot(momentum, velocity(momentum))
 
     return draw, velocity, kinetic
 

@@ -46,10 +46,17 @@ predicts the readout overlaps :math:`\langle v v^\top\rangle/N_1 = (Q^*)^{1/L}/\
 Beyond leading order and beyond odd activations: :mod:`.corrected` (the leading 1/N1 correction of the predictions,
 ``method="corrected"``), :mod:`.nonodd` (activations with a mean feature, ReLU: two order parameters), both as a
 block-diagonal system plus a low-rank term (:mod:`.lowrank`).
-"""
-from . import action, corrected, lowrank, nonodd
-from .action import ConvergenceWarning, Spectrum, moments
-from .fit import METHODS, Prediction, TheoryFit, applies, solve
 
-__all__ = ["METHODS", "ConvergenceWarning", "Prediction", "Spectrum", "TheoryFit", "action", "applies", "corrected",
-           "lowrank", "moments", "nonodd", "solve"]
+The methods are one table, :data:`METHODS` (:mod:`.methods`): a :class:`Method` record per method says where it
+applies, how it solves, when its result holds, its predictions, and its label and line style in the figures.
+:func:`fit_or_reason` gives a method at a fit, or why it does not apply there.
+"""
+from . import action, corrected, lowrank, methods, nonodd
+from .action import ConvergenceWarning, Spectrum, moments
+from .fit import Prediction, TheoryFit, solve
+from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
+                      why_not)
+
+__all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvergenceWarning", "Method", "Prediction", "Spectrum", "TheoryFit",
+           "action", "applies", "corrected", "fit_or_reason", "get_method", "lowrank", "methods", "moments", "nonodd",
+           "refit_or_none", "solve", "why_not"]

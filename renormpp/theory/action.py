@@ -99,13 +99,14 @@ class _AtQ:
 
     def _prior_dd(self) -> np.ndarray:
         """Divided differences of the depth-L prior gradient :math:`q^{1/L-1}` between the eigenvalues of Q."""
-        p, q = 1.0 / self.depth - 1.0, self.q
-        if p == 0.0:
+        power, q = 1.0 / self.depth - 1.0, self.q
+        if power == 0.0:
             return np.zeros((q.size, q.size))
         diff = q[:, None] - q[None, :]
         close = np.abs(diff) <= 1e-6 * np.maximum(q[:, None], q[None, :])
         mid = 0.5 * (q[:, None] + q[None, :])
-        return np.where(close, p * mid ** (p - 1.0), (q[:, None] ** p - q[None, :] ** p) / np.where(close, 1.0, diff))
+        return np.where(close, power * mid ** (power - 1.0),
+                        (q[:, None] ** power - q[None, :] ** power) / np.where(close, 1.0, diff))
 
     def hessian_vp(self, E: np.ndarray) -> np.ndarray:
         """Directional derivative of dS/dQ along a symmetric E (the Hessian applied to E)."""

@@ -1,7 +1,6 @@
 """The result of a solve, :class:`TheoryFit`, and :func:`solve`: every theory method of :data:`METHODS` on data (X, Y)."""
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -9,18 +8,9 @@ import numpy as np
 from .. import kernels
 from .._checks import data_pair, matrix, positive as _positive, positive_int
 from ..network import ActivationLike, get_activation
-from . import corrected, lowrank, nonodd
-from .action import ConvergenceWarning, Spectrum, _minimize, _terms, moments
-
-#: The theory methods: the exact saddle point Q*, its one-loop expansion, infinite width (Q = 1, the NNGP
-#: posterior), and the exact Q* with the leading 1/N1 correction of the predictions.
-METHODS = ("exact", "one_loop", "infinite_width", "corrected")
-
-
-def _check_method(method: str) -> str:
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(map(repr, METHODS))}")
-    return method
+from . import nonodd
+from .action import Spectrum, _terms
+from .methods import Problem, check_applies, get_method
 
 
 # ----------------------------------------------------------------------------------------------
@@ -53,7 +43,8 @@ class TheoryFit:
     """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
 
     Attributes: ``Q`` (D, D); ``converged`` (``exact`` and ``corrected``: the gradient norm reached ``gtol``;
-    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``); ``depth``, the number
+    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``: the method record's
+    ``convergence``, :mod:`renormpp.theory.methods`); ``depth``, the number
     of hidden layers L (of width ``N1``; ``lambda0`` their prior precision, one or L numbers); ``grad_norm``
     (Frobenius norm of the action's gradient at Q; for ``one_loop`` it measures how far the perturbative Q is from
     the saddle point); ``action``; ``method``; ``n_iter``; ``Q_mean`` (D, D), the order parameter of the mean part
@@ -78,9 +69,7 @@ class TheoryFit:
     depth: int = 1
 
     def __repr__(self) -> str:
-        solved = {"one_loop": "the one-loop Q solves nothing: converged means it is positive definite, and grad_norm is "
-                              "its distance from the saddle point",
-                  "infinite_width": "infinite width: nothing solved"}.get(self.method, f"n_iter={self.n_iter}")
+        solved = get_method(self.method).note or f"n_iter={self.n_iter}"
         act = getattr(self.activation, "name", self.activation)
         depth = f", depth={self.depth}" if self.depth > 1 else ""
         Q = np.array2string(np.asarray(self.Q), precision=4, suppress_small=True, separator=", ").replace("\n", "")
@@ -154,20 +143,12 @@ class TheoryFit:
         """Predictive mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of X0."""
         X0 = self._test_inputs(X0)
         parts = [self._moments(X0[lo:lo + batch_size]) for lo in range(0, X0.shape[0], batch_size)]
-        return Prediction(mean=np.concatenate([p[0] for p in parts]), cov=np.concatenate([p[1] for p in parts]))
+        return Prediction(mean=np.concatenate([part[0] for part in parts]),
+                          cov=np.concatenate([part[1] for part in parts]))
 
     def _moments(self, X0):
-        """(mean, cov) at a batch of test points, by this fit's method."""
-        kappa, k00 = self.test_kernel(X0)
-        args = (self.spectrum, self.Q, self.T, self.lambda1)
-        if self.nonodd:
-            m0 = kernels.nngp_mean(X0, lambda0=self.lambda0, activation=self.activation)
-            return lowrank.moments(nonodd.system(self.spectrum, self.mean_t, self.Q, self.Q_mean, self.T, self.lambda1),
-                                   *nonodd.test_terms(self.Q, self.Q_mean, self.lambda1, kappa, k00, m0))
-        if self.method == "corrected":
-            return lowrank.moments(corrected.system(*args, self.N1), *corrected.test_terms(*args, self.N1, kappa, k00))
-        mean, s, U = moments(*args, kappa, k00)
-        return mean, np.einsum("ia,pa,ja->pij", U, s, U)
+        """(mean, cov) at a batch of test points, by this fit's method (its record's ``moments``)."""
+        return get_method(self.method).moments(self, X0)
 
     def test_kernel(self, X0) -> tuple[np.ndarray, np.ndarray]:
         """The kernel quantities at test inputs X0 (P0, N0): kappa = V^T K(X, X0), shape (P, P0), and K(x0, x0),
@@ -226,7 +207,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
         ``"infinite_width"`` is Q = 1 (the NNGP posterior); ``"corrected"`` is the exact Q* with the leading 1/N1
         correction of the predictions (:mod:`renormpp.theory.corrected`, odd activations). For an activation that
         is not odd (relu), ``"exact"`` and ``"one_loop"`` solve the two-order-parameter theory
-        (:mod:`renormpp.theory.nonodd`).
+        (:mod:`renormpp.theory.nonodd`). Any name of :data:`METHODS` (:mod:`renormpp.theory.methods`).
     depth : number of hidden layers L, all of width N1: the kernel is the NNGP kernel composed L times and the
         action's prior term is :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (Eq. (D1) of :mod:`renormpp.theory`);
         the one-loop Q is :math:`1 + L\alpha Q^{(1)}`. Depth L > 1 holds for odd activations and the methods
@@ -237,9 +218,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
     -------
     TheoryFit
     """
-    method = _check_method(method)
     depth = positive_int("depth", depth, "number of hidden layers")
-    _check_applies(method, activation, depth)
+    check_applies(method, activation, depth)
     X, Y = data_pair(X, Y)
     N1 = _positive("N1", N1, "hidden-layer width")
     T = _positive("T", T, "temperature")
@@ -252,96 +232,26 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
                            maxiter=maxiter)
 
 
-def applies(method: str, activation: ActivationLike, depth: int = 1) -> bool:
-    """Whether theory ``method`` holds for ``activation`` at ``depth``: at one hidden layer every method for odd
-    activations, and for others (relu) the two-order-parameter theory gives ``exact``, ``one_loop`` and
-    ``infinite_width`` while the 1/N1 correction (``corrected``, derived for Gaussian features without a mean) does
-    not apply; at depth L > 1 ``exact``, ``one_loop`` and ``infinite_width`` for odd activations."""
-    odd = get_activation(activation).odd
-    if depth > 1:
-        return odd and _check_method(method) != "corrected"
-    return _check_method(method) != "corrected" or odd
-
-
-def _check_applies(method: str, activation: ActivationLike, depth: int = 1) -> None:
-    if depth > 1 and not applies(method, activation, depth):
-        raise ValueError(
-            f"depth={depth} holds for odd activations and the methods 'exact', 'one_loop' and 'infinite_width' "
-            f"(got method={method!r}, activation={get_activation(activation).name!r}): the 1/N correction and the "
-            "two-order-parameter theory of non-odd activations are derived for one hidden layer. Use depth=1, or an "
-            "odd activation (erf, tanh, linear) with one of those methods."
-        )
-    if not applies(method, activation):
-        raise ValueError(
-            f"method={method!r} needs an odd activation (sigma(-h) = -sigma(h)): the 1/N1 correction is derived for "
-            f"features without a mean, and {get_activation(activation).name!r} is not odd. Use method='exact', "
-            "'one_loop' or 'infinite_width', which hold for any activation."
-        )
-
-
 def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=1, gtol=1e-8, maxiter=5000):
-    _check_applies(method, activation, depth)
+    """The fit of ``method`` (its record's ``solve`` and ``convergence``) on a kernel eigendecomposition."""
+    record = check_applies(method, activation, depth)
     gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
     maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
-    common = dict(method=method, N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X,
-                  spectrum=spec, depth=depth)
-    if not get_activation(activation).odd:
-        return _solve_nonodd(spec, gtol, maxiter, **common)
-    D = spec.Yt.shape[1]
-    eye = np.eye(D)
-    n_iter = 0
-    if method == "infinite_width":
-        Q = eye
+    mean_t = None if get_activation(activation).odd else \
+        spec.V.T @ kernels.nngp_mean(X, lambda0=lambda0, activation=activation)  # V^T m, non-odd (.nonodd)
+    Q, R, grad_norm, n_iter = record.solve(Problem(spec, N1, T, lambda1, depth, gtol, maxiter, mean_t))
+    if mean_t is None:
+        S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
+        # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged
+        grad_norm = float(np.linalg.norm(G)) if G is not None else np.inf
+        spd, R = G is not None, Q
     else:
-        _, G1 = _terms(eye, spec, N1, T, lambda1, depth=depth)
-        Q = eye - depth * G1  # at Q = 1 the gradient is the data term and the prior's Hessian 1/L (Eq. (D2))
-        q_min = np.linalg.eigvalsh(Q)[0]
-        if method == "one_loop" and q_min <= 0:
-            warnings.warn(
-                f"the one-loop Q is not positive definite (smallest eigenvalue {q_min:.3g}) at alpha = "
-                f"{X.shape[0] / N1:.3g}: perturbation theory has broken down; use method='exact'",
-                RuntimeWarning, stacklevel=3,
-            )
-        if method in ("exact", "corrected"):
-            Q0 = Q if q_min > 0.05 else eye
-            Q, n_iter = _minimize(Q0, spec, N1, T, lambda1, gtol, maxiter, depth=depth)
-    S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
-    # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged
-    grad_norm = float(np.linalg.norm(G)) if G is not None else np.inf
-    converged = grad_norm <= gtol if method in ("exact", "corrected") else G is not None
-    if method in ("exact", "corrected") and not converged:
-        _warn_not_converged(grad_norm, gtol, n_iter)
-    return TheoryFit(Q=Q, converged=bool(converged), grad_norm=grad_norm, action=float(S), n_iter=n_iter,
-                     Q_mean=Q, **common)
-
-
-def _warn_not_converged(grad_norm, gtol, n_iter):
-    warnings.warn(
-        f"the minimization of the effective action did not converge: |dS/dQ| = {grad_norm:.3g} > "
-        f"gtol = {gtol:.3g} after {n_iter} iterations. Check fit.converged; raise maxiter or gtol.",
-        ConvergenceWarning, stacklevel=4,
-    )
-
-
-def _solve_nonodd(spec, gtol, maxiter, **common):
-    """The two-order-parameter theory (:mod:`.nonodd`) of a non-odd activation."""
-    method, N1, T, lambda1, X = common["method"], common["N1"], common["T"], common["lambda1"], common["X"]
-    D = spec.Yt.shape[1]
-    mean_t = spec.V.T @ kernels.nngp_mean(X, lambda0=common["lambda0"], activation=common["activation"])
-    if method == "infinite_width":
-        Q = R = np.eye(D)
-        grad_norm, n_iter = 0.0, 0
-    else:
-        Q, R, grad_norm, n_iter = nonodd.solve(spec, mean_t, T, lambda1, N1, one_loop=method == "one_loop",
-                                               gtol=gtol, maxiter=maxiter)
-    Qhat = np.linalg.inv(R) - np.eye(D)
-    S = nonodd.action(spec, mean_t, T, lambda1, N1, Q, Qhat)
-    spd = bool(np.linalg.eigvalsh(Q)[0] > 0 and np.linalg.eigvalsh(R)[0] > 0)
-    converged = (grad_norm <= gtol and spd) if method == "exact" else (spd or method == "infinite_width")
-    if method == "exact" and not converged:
-        _warn_not_converged(grad_norm, gtol, n_iter)
-    if method == "one_loop" and not spd:
-        warnings.warn(f"the one-loop order parameters are not positive definite at alpha = {X.shape[0] / N1:.3g}: "
-                      "perturbation theory has broken down; use method='exact'", RuntimeWarning, stacklevel=4)
-    return TheoryFit(Q=Q, converged=converged, grad_norm=grad_norm, action=S, n_iter=n_iter, Q_mean=R,
-                     mean_t=mean_t, **common)
+        S = nonodd.action(spec, mean_t, T, lambda1, N1, Q, np.linalg.inv(R) - np.eye(len(R)))
+        spd = bool(np.linalg.eigvalsh(Q)[0] > 0 and np.linalg.eigvalsh(R)[0] > 0)
+    converged = bool(record.convergence.holds(grad_norm, gtol, spd))
+    fit = TheoryFit(Q=Q, converged=converged, grad_norm=grad_norm, action=float(S), method=method, n_iter=n_iter,
+                    N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X, spectrum=spec, Q_mean=R,
+                    mean_t=mean_t, depth=depth)
+    if not converged:
+        record.convergence.warn(fit, gtol)
+    return fit

@@ -1,12 +1,14 @@
 r"""A warmup whose length adapts: each phase of the window schedule (:mod:`renormpp.mcmc.adaptation`) ends when it
-has done its job, not at a fixed fraction of ``num_warmup``.
+has done its job, not at a fixed fraction of ``num_warmup``. It runs beside :class:`~renormpp.infer.chains.Chains`,
+between blocks of draws, and reads and moves the schedule through the sampler (:meth:`.adapter.Adapter.schedule`,
+:meth:`.adapter.Adapter.reschedule`).
 
 The fixed schedule over W draws relaxes and tunes the step on ``[0, W/4)``, learns the mass on ``[W/4, 3W/4)`` and
 tunes the step afresh on ``[3W/4, W)``. On the networks of the paper the chains relax from the prior in a few
 draws, so most of those W draws are spent after the job is done (problem 1 of ``benchmarks/samplers.py``: the
 recorded observables are stationary from draw ~10 of 200, and the step is settled by draw ~10 of each step window).
 :class:`AdaptiveWarmup` watches the warmup between blocks of draws and moves the schedule's boundaries
-(:func:`renormpp.mcmc.adaptation.reschedule`):
+(:meth:`.adapter.Adapter.reschedule`, :func:`renormpp.mcmc.adaptation.reschedule`):
 
 1. **relaxed**: at draw n (at least ``min_relax``), the recorded observables of the draws ``[n/2, n)`` do not drift
    (Geweke's test between the two halves of those draws) and the chains agree, every observable at the threshold
@@ -18,7 +20,7 @@ recorded observables are stationary from draw ~10 of 200, and the step is settle
    20-30;
    then the mass window opens at n and gathers ``max(min_mass, n)`` positions (as many as the relaxation took
    draws, at least ``min_mass``): that many draws, or that many divided by the number of chains where the chains
-   adapt together (``pooled_chains``, ``sampler.adaptation = "pooled"``); without a mass to learn it is empty.
+   adapt together (``pooled_chains``, ``sampler.pooling = "pooled"``); without a mass to learn it is empty.
    Where the chains relax only after the fixed schedule's window has opened (at draw W/4), that window restarts at
    n, its positions so far dropped (they were gathered before the chains relaxed), if the restarted window ends
    before the fixed one would: on problem 2 of ``benchmarks/samplers.py`` a chain that relaxed at draw 60 kept the
@@ -46,31 +48,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import diagnostics
-from ..mcmc.adaptation import reschedule
+from ..mcstats import relaxation, scalar_series
 
 
 class AdaptiveWarmup:
     """Ends the warmup of a chains' state early when its phases have done their job (see the module docstring).
 
-    >>> warm = AdaptiveWarmup(num_warmup=200, adapt_mass=True)
+    >>> warm = AdaptiveWarmup.of(chains, num_warmup=200)
     >>> while warm.running(state):
     ...     state, draws, stats = chains.run(state, 10)
     ...     state = warm.update(state, draws, stats)
 
-    ``draws``: the recorded observables of the block, arrays (chain, draw, ...); ``stats`` holds ``step_size``, the
-    step of each draw (chain, draw). :attr:`log` lists what was decided at which draw. ``history``:
-    ``(draws, stats)`` of the warmup draws made before (a resumed run), so that it decides as an uninterrupted one.
+    ``sampler``: the chains' sampler (an :class:`~.adapter.Adapter`: it reads and moves the warmup's schedule, and
+    says whether the warmup learns a mass). ``draws``: the recorded observables of the block, arrays (chain, draw,
+    ...); ``stats`` holds ``step_size``, the step of each draw (chain, draw). :attr:`log` lists what was decided at
+    which draw. ``history``: ``(draws, stats)`` of the warmup draws made before (a resumed run), so that it decides as
+    an uninterrupted one.
     """
 
-    def __init__(self, num_warmup: int, adapt_mass: bool, *, min_relax: int = 20, min_mass: int = 50,
+    def __init__(self, sampler, num_warmup: int, *, min_relax: int = 20, min_mass: int = 50,
                  min_final: int = 20, step_tolerance: float = 0.15, pooled_chains: int = 1,
                  history: tuple[dict, dict] | None = None):
         if min_relax < 16 or min_final < 4:
             raise ValueError("min_relax >= 16 (the drift test needs 8 draws in half of them) and min_final >= 4")
         if int(pooled_chains) != pooled_chains or pooled_chains < 1:
             raise ValueError(f"pooled_chains must be a positive integer; got {pooled_chains!r}")
-        self.num_warmup, self.adapt_mass, self.pooled_chains = int(num_warmup), bool(adapt_mass), int(pooled_chains)
+        self.sampler = sampler
+        self.num_warmup, self.adapt_mass, self.pooled_chains = int(num_warmup), bool(sampler.adapts_mass), \
+            int(pooled_chains)
         self.min_relax, self.min_mass, self.min_final = int(min_relax), int(min_mass), int(min_final)
         self.step_tolerance = float(step_tolerance)
         W = self.num_warmup
@@ -80,11 +85,17 @@ class AdaptiveWarmup:
         if history is not None and history[0]:  # the warmup's draws before a resumption
             self._remember(*history)
 
-    @staticmethod
-    def schedule(state) -> tuple[int, int, int]:
-        """(start, stop, end) of the mass window and the warmup, as the kernel runs them (the first chain's)."""
-        s = np.asarray(state.adaptation.schedule).reshape(-1, 3)[0]
-        return int(s[0]), int(s[1]), int(s[2])
+    @classmethod
+    def of(cls, chains, num_warmup: int, history: tuple[dict, dict] | None = None) -> "AdaptiveWarmup":
+        """The adaptive warmup of :class:`~.chains.Chains` ``chains`` (vectorized chains that pool their adaptation
+        learn a mass window's positions from all of them at once)."""
+        sampler = chains.sampler
+        pooled = sampler.pools_adaptation and chains.chain_method == "vectorized"
+        return cls(sampler, num_warmup, pooled_chains=chains.num_chains if pooled else 1, history=history)
+
+    def schedule(self, state) -> tuple[int, int, int]:
+        """(start, stop, end) of the mass window and the warmup, as the sampler runs them (the first chain's)."""
+        return self.sampler.schedule(state)
 
     @staticmethod
     def done(state) -> int:
@@ -101,48 +112,42 @@ class AdaptiveWarmup:
         start, stop, end = self.schedule(state)
         window = -(-max(self.min_mass, n) // self.pooled_chains) if self.adapt_mass else 0  # x pooled chains
         opened = start < n  # the fixed schedule's window has begun (n = start: not yet)
+        reschedule = self.sampler.reschedule
         if ((start, stop) == self._fixed and n < stop and n >= self.min_relax and (not opened or n + window < stop)
                 and self._relaxed(n)):  # the schedule is still the fixed one: the chains were not found relaxed yet
             stop = min(n + window, stop)
             self.log.append((f"draw {n}: relaxed; the mass window restarts: [{n}, {stop}), the positions of "
                              f"[{start}, {n}) dropped" if opened else f"draw {n}: relaxed; mass window [{n}, {stop})")
                             if self.adapt_mass else f"draw {n}: relaxed")
-            return _with(state, n, stop, end, restart_window=opened)
+            return reschedule(state, n, stop, end, restart_window=opened)
         if not (stop <= n < end - 1 and n - stop >= self.min_final and self._step_settled(state)):
             return state
         if self._relaxed(n):
-            self.log.append(f"draw {n}: step settled at {np.round(np.exp(_averaged_log_step(state)), 4).tolist()}; "
+            self.log.append(f"draw {n}: step settled at "
+                            f"{np.round(np.exp(self.sampler.averaged_log_step(state)), 4).tolist()}; "
                             f"the warmup ends at draw {n + 1} (of at most {self.num_warmup})")
-            return _with(state, start, stop, n + 1)
+            return reschedule(state, start, stop, n + 1)
         again = max(n + window, self._fixed[1])  # a window as long as the fixed schedule's, at least
         back = n - self.min_final // 2  # the check before, on the draws [back/2, back)
         if (self.adapt_mass and stop < self._fixed[1] and back - stop >= self.min_final and again + self.min_final < end
                 and not self._relaxed(back)):  # found relaxed too early: the chains still drift, twice running
             self.log.append(f"draw {n}: the chains still drift (relaxed too early); the mass window restarts: "
                             f"[{n}, {again}), the mass of [{start}, {stop}) kept until then")
-            return _with(state, n, again, end, restart_window=True)
+            return reschedule(state, n, again, end, restart_window=True)
         return state
 
     def _remember(self, draws, stats):
-        self._series.append(diagnostics.scalar_series(draws))
+        self._series.append(scalar_series(draws))
         self._steps.append(np.log(np.asarray(stats["step_size"], dtype=float)))
 
     def _relaxed(self, n: int) -> bool:
         """The draws [n/2, n) of the warmup (``self._series`` holds them all, from draw 0) pass the relaxation test."""
         series = {k: np.concatenate([b[k] for b in self._series], axis=1) for k in self._series[0]}
-        return diagnostics.relaxation([x[:, n // 2:n] for x in series.values()]).relaxed
+        return relaxation([x[:, n // 2:n] for x in series.values()]).relaxed
 
     def _step_settled(self, state) -> bool:
-        if not state.adaptation.step:  # a fixed step: nothing to settle
+        averaged = self.sampler.averaged_log_step(state)
+        if averaged is None:  # a fixed step: nothing to settle
             return True
         recent = np.concatenate(self._steps, axis=1)[:, -(self.min_final // 2):].mean(axis=1)
-        return bool(np.all(np.abs(recent - _averaged_log_step(state)) <= np.log1p(self.step_tolerance)))
-
-
-def _averaged_log_step(state) -> np.ndarray:
-    """Each chain's dual-averaged log step (the one it keeps when the warmup ends; NumPyro's ``DAState.x_avg``)."""
-    return np.asarray(state.adaptation.step[1], dtype=float).reshape(-1)
-
-
-def _with(state, start, stop, end, restart_window=False):
-    return state._replace(adaptation=reschedule(state.adaptation, start, stop, end, restart_window=restart_window))
+        return bool(np.all(np.abs(recent - averaged) <= np.log1p(self.step_tolerance)))

@@ -1,0 +1,183 @@
+r"""The sampled networks against the theory: :func:`compare` (every quantity against every method of
+:data:`renormpp.theory.METHODS`, with the error bars and equilibrium tests of :mod:`renormpp.mcstats`), its
+verdicts in words (:func:`verdict`, :func:`summary`) and why a theory does not apply (:func:`why_not`, which is
+:func:`renormpp.theory.why_not`)."""
+from __future__ import annotations
+
+
+import numpy as np
+
+from .. import theory
+from ..mcstats import (FALSE_ALARM, chain_spread, drift, equilibrium_z, error_of_mean, rhat, sampler_health)
+from .convert import _observable_draws, _sampler_stats
+
+#: a theory "agrees" with the sampled mean where |z| is below this (and the error bar is reliable)
+Z_AGREE = 3.0
+
+
+def verdict(z: float, delta: float, reliable: bool, settled: bool = True, difference: float | None = None) -> str:
+    """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict; "(not settled)"
+    is added where the chains disagree or the mean drifts (``settled`` False: :func:`converged` without the tau test),
+    so that a deviation of a run that has not reached equilibrium is not read as the theory's. Where the theory
+    predicts 0 (Delta infinite) the deviation is the absolute ``difference`` MC - theory."""
+    if not np.isfinite(delta) and not np.isfinite(z):
+        return "does not apply"
+    if not np.isfinite(z) or not reliable:
+        return "no verdict: the error bar does not hold"
+    caveat = "" if settled else " (not settled: the chains disagree or the mean drifts)"
+    if abs(z) < Z_AGREE:
+        return f"agrees (z = {z:+.1f}){caveat}"
+    size = f"{delta:.2%}" if np.isfinite(delta) or difference is None else f"{difference:+.3g} (the theory predicts 0)"
+    return f"deviates by {size} at z = {z:+.1f}{caveat}"
+
+
+# ---- theory against sampling ------------------------------------------------------------------------------
+#: ``fit.refit(method, **changes)``, or None where that theory does not apply (:func:`renormpp.theory.refit_or_none`)
+theory_fit = theory.refit_or_none
+#: why theory ``method`` does not apply at ``fit``, in words; "" where it applies (:func:`renormpp.theory.why_not`)
+why_not = theory.why_not
+
+
+def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto",
+            sampler: str | None = None):
+    r"""Sampled generalization loss and readout overlaps against every method of :data:`renormpp.theory.METHODS`.
+
+    Parameters
+    ----------
+    samples_or_datatree : ``numpyro.infer.MCMC``, a dict of samples (leading chain, draw axes, or draw only),
+        or an ArviZ DataTree, holding either the recorded observables ``eps_g`` and ``overlap`` or the weights
+        ``w`` and ``v`` (then ``X_test``, ``Y_test`` are needed).
+    fit : a :class:`renormpp.theory.TheoryFit` for the same data, N1, T and priors (any method: the other two
+        are computed from its eigendecomposition).
+    X_test, Y_test : the test set of the theory's generalization loss.
+    method : error of the MC mean: ``"gamma"``, ``"blocking"`` or ``"ess"``. cut : thermalization cut
+        (``"auto"`` or a number of draws per chain).
+    sampler : a description of the sampler and its step, shown in the summary (taken from an MCMC's kernel if
+        not given), so that a reader can judge a biased sampler (ULA at a large step) that its own error bars
+        cannot show.
+
+    Returns
+    -------
+    xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (every method of
+    :data:`renormpp.theory.METHODS`): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
+    ``z`` = (MC - TH) / MC error, ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
+    eq:supp:discrep), ``verdict`` (a string per quantity and theory, :func:`verdict`: agrees where :math:`|z| <`
+    :data:`Z_AGREE`) and ``not_applicable`` (per theory: why it does not apply here, :func:`why_not`; "" where it
+    does); the equilibrium
+    tests ``drift_z`` and ``drifting`` (:func:`drift`), ``chains_p`` and ``chains_apart`` (:func:`chain_spread`), both
+    judged among all the quantities (:func:`equilibrium_z`), and ``settled`` (neither raises its alarm), and ``rhat`` (:func:`rhat`, shown, not judged).
+    ``attrs``: ``sampler`` (the description), ``sampler_ok`` and ``sampler_problems`` (:func:`sampler_health`
+    of the recorded acceptance, divergences, and the draws of eps_g), and ``summary`` (:func:`summary`).
+    Where the sampler failed, every verdict is "no verdict: the sampler failed".
+    """
+    import xarray as xr
+
+    obs = _observable_draws(samples_or_datatree, fit, X_test, Y_test)
+    D = obs["overlap"].shape[-1]
+    if D != fit.D:
+        raise ValueError(f"the samples have D={D} outputs but the fit has D={fit.D}")
+    if X_test is None or Y_test is None:
+        raise ValueError("give X_test and Y_test: the theory's generalization loss needs the test set")
+    stats, described = _sampler_stats(samples_or_datatree)
+    health = sampler_health(stats, obs["eps_g"])
+    pairs = [(a, b) for a in range(D) for b in range(a, D)]
+    series = [obs["eps_g"]] + [obs["overlap"][..., a, b] for a, b in pairs]
+    names = ["eps_g"] + [f"overlap[{a},{b}]" for a, b in pairs]
+    estimates = [error_of_mean(s, method=method, cut=cut) for s in series]
+    drifts = [drift(s, cut=e.cut) for s, e in zip(series, estimates)]
+
+    pred = np.empty((len(names), len(theory.METHODS)))
+    reasons = []
+    for j, name in enumerate(theory.METHODS):
+        th, reason = theory.fit_or_reason(fit, name)
+        reasons.append(reason)
+        if th is None:
+            pred[:, j] = np.nan
+            continue
+        pred[0, j] = th.generalization_error(X_test, Y_test)
+        pred[1:, j] = [th.readout_overlap[a, b] for a, b in pairs]
+    mc = np.array([e.mean for e in estimates])
+    err = np.array([e.error for e in estimates])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (mc[:, None] - pred) / err[:, None]
+        delta = np.abs(mc[:, None] - pred) / np.abs(pred)
+    rhats = np.array([rhat(s, cut=e.cut) for s, e in zip(series, estimates)])
+    spreads = [chain_spread(s, cut=e.cut) for s, e in zip(series, estimates)]
+    drifting = [d.moves(len(names)) for d in drifts]
+    apart = [c.apart(len(names)) for c in spreads]
+    settled = [not (d or a) for d, a in zip(drifting, apart)]
+    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i], mc[i] - pred[i, j])
+                 if health.ok or not np.isfinite(pred[i, j])
+                 else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
+    ds = xr.Dataset(
+        dict(mc_mean=("quantity", mc), mc_error=("quantity", err),
+             tau_int=("quantity", [e.tau_int for e in estimates]),
+             drift_z=("quantity", [d.z for d in drifts]),
+             rhat=("quantity", rhats),
+             chains_p=("quantity", [c.p for c in spreads]),
+             drifting=("quantity", drifting), chains_apart=("quantity", apart),
+             settled=("quantity", settled),
+             reliable=("quantity", [e.reliable and health.ok for e in estimates]),
+             prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
+             delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object)),
+             not_applicable=("theory", np.array(reasons, dtype=object))),
+        coords=dict(quantity=names, theory=list(theory.METHODS),
+                    a=("quantity", [-1] + [a for a, _ in pairs]), b=("quantity", [-1] + [b for _, b in pairs])),
+        attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
+                   error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n),
+                   sampler=sampler or described or "not given", sampler_ok=int(health.ok),
+                   sampler_problems="; ".join(health.problems)),
+    )
+    ds.attrs["summary"] = summary(ds)
+    return ds
+
+
+def does_not_apply(ds, method: str) -> str:
+    """Why ``method`` does not apply in :func:`compare`'s ``ds`` (datasets written before the reason was kept: a
+    generic one)."""
+    if "not_applicable" in ds:
+        return str(ds.not_applicable.sel(theory=method).item())
+    return "a non-odd activation, or a one-loop Q that is not positive definite"
+
+
+def summary(ds) -> str:
+    """A few lines: the sampler, the MC generalization error against each theory with its verdict, and the worst
+    overlap z-scores."""
+    e = ds.sel(quantity="eps_g")
+    lines = [f"N1={ds.attrs['N1']:g}, P={ds.attrs['P']}, D={ds.attrs['D']}, T={ds.attrs['T']:g}: "
+             f"{ds.attrs['draws']} draws after a cut of {ds.attrs['cut']} per chain, errors by {ds.attrs['error_method']}",
+             f"sampler: {ds.attrs.get('sampler', 'not given')}"]
+    if not ds.attrs.get("sampler_ok", 1):
+        lines.append(f"SAMPLER FAILED: {ds.attrs['sampler_problems']}. The draws are not the posterior; nothing "
+                     "below is a comparison.")
+    lines.append(f"eps_g  MC {float(e.mc_mean):.5g} +- {float(e.mc_error):.2g}")
+    for th in ds.theory.values:
+        p = float(e.prediction.sel(theory=th))
+        lines.append(f"   {th:15s} {p:.5g}  {e.verdict.sel(theory=th).item()}" if np.isfinite(p) else
+                     f"   {th:15s} (does not apply: {does_not_apply(ds, th)})")
+    ov = ds.sel(quantity=ds.quantity[1:])
+    for th in (theory.REFERENCE, theory.BASELINE):
+        zs = np.abs(ov.z.sel(theory=th).values)
+        if not np.isfinite(zs).any():
+            continue
+        lines.append(f"overlaps vs {th}: max |z| = {np.nanmax(zs):.1f} over {zs.size} entries, "
+                     f"{np.mean(zs < Z_AGREE):.0%} agree (|z| < {Z_AGREE:g})")
+    family = ds.sizes["quantity"]
+    if "drifting" in ds:
+        moving = [f"{q} (z = {z:+.1f})" for q, z, m in zip(ds.quantity.values, ds.drift_z.values, ds.drifting.values)
+                  if m]
+        if moving:
+            lines.append(f"DRIFT: {', '.join(moving)} still drift (Geweke: the first 10% of the draws after the cut "
+                         f"against the last 50%, |z| > {equilibrium_z(family):.2f} among {family} quantities); sample "
+                         "longer before trusting these means")
+    if "chains_apart" in ds:
+        apart = [f"{q} (p = {p:.1g}, R-hat {r:.3f})" for q, p, r, a in
+                 zip(ds.quantity.values, ds.chains_p.values, ds.rhat.values, ds.chains_apart.values) if a]
+        if apart:
+            lines.append(f"CHAINS DISAGREE: their means differ by more than their error bars allow "
+                         f"(p < {FALSE_ALARM / family:.1g}) "
+                         f"for {', '.join(apart[:8])}" + (f" and {len(apart) - 8} more" if len(apart) > 8 else "")
+                         + "; a slow mode holds the chains apart: sample longer before trusting these error bars")
+    if not bool(ds.reliable.all()):
+        lines.append("WARNING: some error bars do not hold (see ds.reliable: a run too short, or a frozen chain)")
+    return "\n".join(lines)

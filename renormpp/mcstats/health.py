@@ -1,0 +1,80 @@
+"""Did the sampler work? Its acceptance, its divergences and its frozen chains (:func:`sampler_health`), and the
+sampler and its step in words (:func:`describe_sampler`)."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mcmc import base as _base
+
+#: a chain whose mean acceptance (after the warmup) is below this hardly moves: it fails the health check (the
+#: threshold of the kernels' own warning, renormpp.mcmc.base)
+MIN_ACCEPT_PROB = _base.MIN_ACCEPT_PROB
+#: a chain with more than this fraction of draws that made a divergent step fails the health check
+MAX_DIVERGENT_FRACTION = 0.01
+
+
+class SamplerWarning(RuntimeWarning):
+    """The sampler failed: a chain froze, hardly accepted its moves, or diverged; its draws are not the posterior."""
+
+
+@dataclass(frozen=True)
+class SamplerHealth:
+    """Per-chain acceptance and divergence fraction (None where not recorded), the frozen chains, and the verdict:
+    ``ok`` unless a chain froze, its mean acceptance is below :data:`MIN_ACCEPT_PROB`, or more than
+    :data:`MAX_DIVERGENT_FRACTION` of its draws diverged; ``problems`` says which."""
+
+    ok: bool
+    problems: tuple = ()
+    accept_prob: np.ndarray | None = None
+    divergent_fraction: np.ndarray | None = None
+    frozen: tuple = ()
+
+
+def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True) -> SamplerHealth:
+    """Check the sampler statistics ``stats`` (``accept_prob`` and/or ``diverging``, axes (chain, draw), after the
+    warmup) and an observable ``series`` (chain, draw) that a moving chain changes; a :class:`SamplerWarning` lists
+    the problems."""
+    stats = stats or {}
+    problems = []
+    acc = div = None
+    if "accept_prob" in stats:
+        acc = np.asarray(stats["accept_prob"], dtype=float).reshape(np.shape(stats["accept_prob"])[0], -1).mean(axis=1)
+        low = [c for c, a in enumerate(acc) if a < MIN_ACCEPT_PROB]
+        if low:
+            problems.append(f"chain(s) {low} accepted {', '.join(f'{acc[c]:.3f}' for c in low)} of their moves (below "
+                            f"{MIN_ACCEPT_PROB}): the step is too large for the Metropolis test")
+    if "diverging" in stats:
+        d = np.asarray(stats["diverging"], dtype=bool)
+        div = d.reshape(d.shape[0], -1).mean(axis=1)
+        bad = [c for c, f in enumerate(div) if f > MAX_DIVERGENT_FRACTION]
+        if bad:
+            problems.append(f"chain(s) {bad} diverged in {', '.join(f'{div[c]:.0%}' for c in bad)} of their draws "
+                            f"(more than {MAX_DIVERGENT_FRACTION:.0%}): the step is too large")
+    frozen = ()
+    if series is not None:
+        x = np.asarray(series, dtype=float)
+        x = x.reshape(x.shape[0], -1) if x.ndim > 1 else x[None]
+        frozen = tuple(c for c in range(x.shape[0]) if np.ptp(x[c]) == 0)
+        if frozen:
+            problems.append(f"chain(s) {list(frozen)} did not move: every draw is the same")
+    if problems and warn:
+        warnings.warn("the sampler failed, its draws are not samples of the posterior: " + "; ".join(problems),
+                      SamplerWarning, stacklevel=2)
+    return SamplerHealth(not problems, tuple(problems), acc, div, frozen)
+
+
+
+def describe_sampler(sampler, state) -> str:
+    """The sampler and its (adapted) step, in words, for the comparison and the report: the kernel's own
+    ``describe(state)`` where it has one (the Langevin kernels of :mod:`renormpp.infer`), else the class name of the
+    kernel (inside :class:`renormpp.infer.Observed`) and the step size its warmup adapted, e.g.
+    ``"NUTS, adapted step_size=0.0123"``."""
+    if hasattr(sampler, "describe"):
+        return sampler.describe(state)
+    step = getattr(getattr(state, "adapt_state", None), "step_size", None)
+    inner = getattr(sampler, "kernel", sampler)
+    return type(inner).__name__ + (f", adapted step_size={float(np.mean(np.asarray(step))):.3g}" if step is not None
+                                   else "")
