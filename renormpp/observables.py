@@ -6,7 +6,11 @@ Each constructor returns a function ``fn(params) -> value`` of one draw (a dict 
   :math:`\epsilon_g = \frac{1}{P_0}\sum_i \|y_0^i - f(x_0^i)\|^2` (the paper's generalization loss, below Eq. (3));
 * :func:`overlap`: the readout overlaps :math:`v v^\top / N_1`, (D, D) (paper Eq. (4) predicts their mean,
   :math:`Q^*/\lambda_1`);
-* :func:`combine`: several of them as one function returning a dict; :func:`default` is the paper's pair.
+* :func:`combine`: several of them as one function returning a dict; :func:`default` is the paper's pair;
+* :func:`hidden_sums`: the hidden layer's kernel :math:`\sigma(h)\sigma(h)^\top/N_1` on the train and test inputs
+  and the first layer's :math:`w^\top w/N_1`, too large to keep per draw: summed over draws by
+  :class:`renormpp.infer.Accumulator` from the weights that :func:`with_hidden` passes on
+  (:mod:`renormpp.diagnostics.kernel` makes the posterior's hidden kernel of them).
 
 Use them as ``rp.infer.Langevin(..., observables=fn)`` so that a long run keeps only these, or on samples from
 any sampler with :func:`evaluate`. :func:`renormpp.readout.rao_blackwell` gives their expectations given the
@@ -71,6 +75,43 @@ def combine(**fns: Callable) -> Callable:
 def default(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden) -> Callable:
     """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``."""
     return combine(eps_g=eps_g(X_test, Y_test, activation, features), overlap=overlap())
+
+
+#: The entry of a record (:func:`with_hidden`) that passes the hidden layers' weights to an Accumulator.
+HIDDEN = "hidden_weights"
+
+
+def with_hidden(record: Callable) -> Callable:
+    """``record`` with the draw's weights other than the readout's (``v``, ``c``) under :data:`HIDDEN`, for
+    :class:`renormpp.infer.Accumulator` (which takes them out of the per-draw record)."""
+
+    def fn(params):
+        return {**record(params), HIDDEN: {k: a for k, a in params.items() if k not in ("v", "c")}}
+
+    return fn
+
+
+def hidden_sums(X, X_test, activation: ActivationLike = "erf", features: Callable = hidden,
+                first_layer: str = "w") -> Callable:
+    r"""The summands of the posterior's hidden kernel, one draw's weights ``params`` -> dict of
+
+    * ``train`` (P, P): :math:`\phi(X)\phi(X)^\top/n` (n = N1 features of the last hidden layer, or the
+      architecture's ``features``), ``cross`` (P, P0): :math:`\phi(X)\phi(X_0)^\top/n`, ``test`` (P0,): the diagonal
+      :math:`\|\phi(x_0)\|^2/n` on the test inputs;
+    * ``first_layer`` (N0, N0): :math:`w^\top w/N_1` of the weights that see the input (site ``first_layer``).
+
+    Their means over the posterior are :math:`K_{\rm post}` and :math:`\langle w^\top w\rangle/N_1`; under the prior
+    they are the NNGP kernel K and :math:`\mathbb 1/\lambda_0`. Cost per draw :math:`O(P (P + P_0) n + N_1 N_0^2)`.
+    """
+    X, X_test = jnp.asarray(X), jnp.asarray(X_test)
+
+    def fn(params):
+        phi, phi0 = features(params, X, activation), features(params, X_test, activation)
+        n, w = phi.shape[-1], params[first_layer]
+        return {"train": phi @ phi.T / n, "cross": phi @ phi0.T / n, "test": jnp.sum(phi0**2, axis=-1) / n,
+                "first_layer": w.T @ w / w.shape[0]}
+
+    return fn
 
 
 def evaluate(fn: Callable, samples: dict, batch_dims: int = 1, chunk: int = 256):

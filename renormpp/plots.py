@@ -253,6 +253,53 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     return fig
 
 
+def kernel_vs_N1(kernels: dict, fit=None, directions: int = 3, N1_grid=None):
+    r"""The posterior's hidden kernel against N1 (issue 32): left, the spectrum ratios
+    :math:`r_k = u_k^\top K_{\rm post} u_k / k_k` along the top ``directions`` eigenvectors of K (measured, with
+    error bars), 1 under the prior, and as the exact theory predicts them (Eq. (H2) of
+    :mod:`renormpp.theory.hidden`, curves over N1 with ``fit``, the point's theory otherwise); right, the
+    kernel-target alignment of K, of the measured and of the predicted :math:`K_{\rm post}`.
+
+    ``kernels``: {N1: diagnosis}, each a :class:`renormpp.diagnostics.kernel.KernelDiagnosis` or its dict (the
+    ``kernel`` entry of a point's ``result.json``)."""
+    from .theory import hidden as hidden_theory
+
+    plt = _plt()
+    rows = {float(n): (d.as_dict() if hasattr(d, "as_dict") else d) for n, d in sorted(kernels.items())}
+    if not rows:
+        raise ValueError("no hidden-kernel diagnosis to draw: run with run.kernel_diagnosis = true")
+    N1s = np.array(list(rows))
+    grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 30) if N1_grid is None else np.asarray(N1_grid, float)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.0), constrained_layout=True)
+    exact = fit.refit("exact") if fit is not None else None
+    top = np.argsort(exact.spectrum.k)[::-1][:directions] if exact is not None else None
+    for i in range(min(directions, len(next(iter(rows.values()))["r"]))):
+        color = f"C{i}"
+        r = np.array([rows[n]["r"][i] for n in N1s])
+        err = np.array([rows[n]["r_err"][i] for n in N1s])
+        ax.errorbar(N1s, r, yerr=err, color=color, label=f"$u_{i + 1}$ measured", **POINTS)
+        if exact is not None:
+            th = [hidden_theory.spectrum_ratios(exact.refit(N1=n))[top[i]] for n in grid]
+            ax.plot(grid, th, color=color, ls="--", lw=1, label=f"$u_{i + 1}$ theory (H2)")
+        else:
+            ax.plot(N1s, [rows[n]["r_theory"][i] for n in N1s], color=color, ls="--", lw=1,
+                    label=f"$u_{i + 1}$ theory (H2)")
+    ax.axhline(1.0, color="0.5", lw=1, ls=":", label="prior kernel K")
+    ax.set_ylabel("$r_k = u_k^\\top K_{\\rm post} u_k / u_k^\\top K u_k$")
+    a = np.array([rows[n]["alignment_post"] for n in N1s])
+    bx.errorbar(N1s, a, yerr=[rows[n]["alignment_err"] for n in N1s], color="C3", label="$K_{\\rm post}$ measured",
+                **POINTS)
+    bx.plot(N1s, [rows[n]["alignment_theory"] for n in N1s], "s--", color="C0", ms=4, lw=1,
+            label="$K_{\\rm post}$ theory (H1)")
+    bx.axhline(rows[N1s[0]]["alignment"], color="0.5", lw=1, ls=":", label="prior kernel K")
+    bx.set_ylabel("kernel-target alignment")
+    for axis in (ax, bx):
+        log_axis(axis, N1s)
+        axis.set_xlabel("hidden units $N_1$")
+        axis.legend(fontsize="small")
+    return fig
+
+
 def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs: int = 6):
     """Readout overlaps against N1 (supplement's overlap figure): diagonal entries on top, off-diagonal below.
 

@@ -196,6 +196,9 @@ class _Run(_Table):
     blas_threads: Count0 = Field(1, description="BLAS/LAPACK threads while sampling (the Gibbs step's Cholesky "
                                                 "factor): 1, so that points side by side and other jobs do not fight "
                                                 "for the cores; 0 leaves them as they are")
+    kernel_diagnosis: Flag = Field(True, description="measure the posterior's hidden kernel while sampling (summed "
+                                                     "over thinned draws, about 10% of the sampling time) and judge "
+                                                     "it against the theory's (kernel.json, comparison.md)")
 
 
 class RunConfig(_Run):

@@ -96,6 +96,8 @@ def sampler_parts(point, data) -> Parts:
                                        features=arch.features)
     else:
         record = observables.default(*test, m.activation, arch.features)
+    if point.run.kernel_diagnosis:  # the weights go on to the kernel's Accumulator (kernel_accumulator)
+        record = observables.with_hidden(record)
     gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation, features=arch.features)
              if s.v_sampling == "gibbs" else None)
     return Parts(arch.model, record, gibbs, arch.first_layer(**m.options()))
@@ -105,6 +107,38 @@ def make_sampler(point, data):
     """The NumPyro sampler (an ``MCMCKernel``) of a point's ``[sampler]``, recording its observables: the builder of
     its kind's record (:data:`renormpp.experiments.samplers.SAMPLERS`)."""
     return SAMPLERS[point.sampler.kind].build(point.sampler, sampler_parts(point, data))
+
+
+#: cells of the streamed hidden kernel (:class:`renormpp.diagnostics.kernel.Segments`): its error bars are
+#: jackknifed over them
+KERNEL_CELLS = 16
+
+
+def kernel_accumulator(point, data):
+    """The :class:`renormpp.infer.Accumulator` of the posterior's hidden kernel (``run.kernel_diagnosis``), or None:
+    the summands of :func:`renormpp.observables.hidden_sums`, at every ``thin``-th draw, ``thin`` chosen so that
+    they cost about a tenth of the sampler's own work per draw (a gradient over the training set per step)."""
+    from .. import observables
+    from ..infer import Accumulator
+
+    if not point.run.kernel_diagnosis:
+        return None
+    m, arch = point.model, architecture(point.model)
+    (P, N0), P0 = data.X.shape, data.X_test.shape[0]
+    n, steps = m.N1, max(1, getattr(point.sampler, "inner_steps", 1) or 1)
+    summand = P * (P + P0) * n + n * N0**2 + (P + P0) * N0 * n
+    thin = max(1, int(np.ceil(summand / (0.1 * 3 * P * N0 * n * steps))))
+    fn = observables.hidden_sums(*_float32(data.X, data.X_test), m.activation, arch.features,
+                                 arch.first_layer(**m.options()))
+    return Accumulator(fn, observables.HIDDEN, thin, pieces=KERNEL_CELLS + 1)
+
+
+def kernel_segments(point, data, sums: dict):
+    """The :class:`renormpp.diagnostics.kernel.Segments` of a point, from a checkpoint's ``sums``: at most
+    :data:`KERNEL_CELLS` cells."""
+    from ..diagnostics.kernel import Segments
+
+    return Segments.from_arrays(sums, max_cells=KERNEL_CELLS)
 
 
 def _float32(*arrays):
@@ -119,7 +153,8 @@ def start_chains(point, data, init_params=None):
 
     s = point.sampler
     chains = Chains(make_sampler(point, data), num_chains=s.num_chains, chain_method=s.chain_method,
-                    extra_fields=SAMPLERS[s.kind].stats, blas_threads=point.run.blas_threads or None)
+                    extra_fields=SAMPLERS[s.kind].stats, blas_threads=point.run.blas_threads or None,
+                    accumulate=kernel_accumulator(point, data))
     state = chains.init(jax.random.PRNGKey(point.run.seed), s.num_warmup, *_float32(data.X, data.Y),
                         init_params=init_params, **model_kwargs(point))
     return chains, state
@@ -129,7 +164,9 @@ class Sampled(NamedTuple):
     """What the sampling stage returns: the observables ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``,
     the sampler statistics, the wall time (summed over resumptions), the sampler's description, the warnings
     it gave (also over resumptions), why sampling stopped, the warmup draws made (fewer than ``num_warmup`` where an
-    adaptive warmup ended early) and what the adaptive warmup decided (:attr:`renormpp.infer.AdaptiveWarmup.log`)."""
+    adaptive warmup ended early), what the adaptive warmup decided (:attr:`renormpp.infer.AdaptiveWarmup.log`) and the
+    streamed sums of the hidden kernel (:class:`renormpp.diagnostics.kernel.Segments`; None without
+    ``run.kernel_diagnosis``)."""
 
     draws: dict
     stats: dict
@@ -139,6 +176,7 @@ class Sampled(NamedTuple):
     stopped: str = "num_samples"
     warmup_draws: int = 0
     warmup_log: tuple = ()
+    kernel: object = None
 
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
@@ -160,6 +198,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
     with _noted(notes):
         chains, state = start_chains(point, data)
     ck = store.checkpoint(template=state)
+    segments = kernel_segments(point, data, ck.sums) if chains.accumulate is not None else None
     adaptive = adaptive_warmup(point, chains, ck.state, history=ck.joined(warmup=True))
     blocks = Blocks.start(ck, warmup_end(chains, ck.state, s.num_warmup), s.num_samples)
     bar = progress_bar(total=blocks.W + blocks.total, initial=ck.warm + ck.n, desc=f"{label} warmup+sampling",
@@ -168,13 +207,22 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
     try:
         while not blocks.done(ck):
             n, warming = blocks.next(ck, r.target_error)
+            grid = {}
+            if segments is not None and not warming:  # the block's draws on the grid of the kernel's cells
+                segments.coarsen(segments.cell_for(ck.n + n))
+                grid = dict(offset=ck.n, cell=segments.cell)
             with _noted(notes):
-                state, draws, stats, dt = _timed(chains, ck.state, n, blocks.length)
+                state, draws, stats, dt = _timed(chains, ck.state, n, blocks.length, **grid)
             if warming and adaptive is not None:
                 state = adaptive.update(state, draws, stats)
                 blocks.W = warmup_end(chains, state, blocks.W)
                 bar.total = blocks.W + blocks.total
             _keep(ck, state, dt, n, warming, draws, stats)
+            if segments is not None and not warming:
+                for j, (first, stop, count) in enumerate(chains.pieces()):
+                    segments.add({k: v[:, j].sum(axis=0) for k, v in chains.sums.items()}, count * s.num_chains,
+                                 first, stop)
+                ck.sums = segments.arrays()
             if "accept_prob" in stats:
                 bar.set_postfix_str(_postfix(stats))
             blocks.resize(dt / n, r.chunk_seconds, adaptive is not None and ck.warm < blocks.W)
@@ -200,7 +248,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
     if adaptive is not None:
         described += f"; adaptive warmup: {blocks.W} of at most {s.num_warmup} draws"
     return Sampled(draws, stats, ck.seconds, described, notes, stopped or "num_samples", ck.warm,
-                   tuple(adaptive.log) if adaptive is not None else ())
+                   tuple(adaptive.log) if adaptive is not None else (), segments)
 
 
 @dataclass
@@ -256,10 +304,11 @@ class Blocks:
         return stopped, errors
 
 
-def _timed(chains, state, n: int, length: int):
-    """``(state, draws, stats, seconds)``: a block of ``n`` draws and its wall time."""
+def _timed(chains, state, n: int, length: int, **grid):
+    """``(state, draws, stats, seconds)``: a block of ``n`` draws and its wall time (``grid``: where its draws lie
+    on the grid of accumulated sums, :meth:`renormpp.infer.Chains.run`)."""
     t0 = time.perf_counter()
-    state, draws, stats = chains.run(state, n, length)
+    state, draws, stats = chains.run(state, n, length, **grid)
     return state, draws, stats, time.perf_counter() - t0
 
 
@@ -431,7 +480,8 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
     md = f"# {label}\n\n```\n{ds.attrs['summary']}\n```\n\n{comparison_markdown(ds)}\n"
     if notes:
         md += "\n## Warnings\n\n" + "\n".join(f"* {n}" for n in notes) + "\n"
-    store.write("comparison.md", md)
+    kernel, kernel_md = kernel_outputs(store, fit, data, sampled)
+    store.write("comparison.md", md + kernel_md)
     save_figures(folder, ds, draws, dt, data.class_names)
     e = ds.sel(quantity="eps_g")
     return dict(
@@ -444,5 +494,46 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
         eps_g_theory={t: float(e.prediction.sel(theory=t)) for t in theory.METHODS},
         verdict={t: e.verdict.sel(theory=t).item() for t in theory.METHODS},
         reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"], warnings=notes,
+        **({"kernel": kernel} if kernel is not None else {}),
     )
+
+
+def kernel_outputs(store: PointStore, fit, data, sampled: Sampled) -> tuple[dict | None, str]:
+    """The measured hidden kernel of a point (``kernel.nc``: K_post on the train inputs, the train-test cross kernel,
+    the test diagonal, <w^T w>/N1, after the thermalization cut of eps_g) and its diagnosis against the theory
+    (``kernel.json``, :func:`renormpp.diagnostics.kernel.diagnose`): ``(diagnosis as a dict, markdown section)``;
+    ``(None, "")`` without ``run.kernel_diagnosis``."""
+    import xarray as xr
+
+    from ..diagnostics import kernel as dk
+
+    if sampled.kernel is None or not sampled.kernel.sums:
+        return None, ""
+    hk = sampled.kernel.kernel(diagnostics.thermalization_cut(sampled.draws["eps_g"]))
+    xr.Dataset({"K_post": (("train", "train_"), hk.train), "K_post_cross": (("train", "test"), hk.cross),
+                "K_post_test": (("test",), hk.test), "first_layer": (("input", "input_"), hk.first_layer)},
+               attrs={"summands": hk.summands, "segments": hk.segments, "first_draw": hk.first_draw}
+               ).to_netcdf(store.folder / "kernel.nc")
+    head = (f"\n## Hidden kernel\n\nThe posterior's hidden kernel K_post = <sigma(h) sigma(h)^T>/N1, averaged over "
+            f"{hk.summands} thinned draws of the chains from draw {hk.first_draw} on, in {hk.segments} segments (kernel.nc).")
+    try:
+        d = dk.diagnose(hk, fit, data.X_test, data.Y_test)
+    except ValueError as err:
+        return None, f"{head} No theory judges it here: {err}.\n"
+    store.write_json("kernel.json", d.as_dict())
+    matched = ("with K + K_post - K_post(theory), the kernel that makes the theory's own K_post the measured one (to "
+               f"first order): {d.matched_eps_g:.5g} ± {d.matched_err:.2g}" if np.isfinite(d.matched_eps_g) else
+               "no kernel makes the theory's own K_post the measured one to first order (the theory's adaptation "
+               "exceeds the measured)")
+    md = (f"{head}\n\n**{d.verdict()}**\n\nSpectrum ratios r_k = u_k^T K_post u_k / k_k along the top eigenvectors of K "
+          f"(1 under the prior; theory: the exact theory's K_post, Eq. (H2) of renormpp.theory.hidden):\n\n{d.table()}\n\n"
+          f"Kernel-target alignment: K {d.alignment:.4f}, K_post {d.alignment_post:.4f} ± {d.alignment_err:.4f}, "
+          f"theory {d.alignment_theory:.4f}.\n\nOracle: the exact theory with the measured K_post in place of K gives "
+          f"eps_g = {d.oracle_eps_g:.5g} ± {d.oracle_err:.2g} (with K: {d.theory_eps_g:.5g}); {matched}.\n\nFirst layer: top "
+          f"eigenvalues of lambda0 <w^T w>/N1 (1 under the prior): {', '.join(f'{g:.3g}' for g in d.first_layer[:5])}; "
+          f"their weight in the data's top {len(d.first_layer)} principal directions: "
+          f"{', '.join(f'{g:.2f}' for g in d.first_layer_in_data[:5])}.\n")
+    keep = ("holds", "deviation", "verdict", "r", "r_err", "r_theory", "alignment", "alignment_post", "alignment_err",
+            "alignment_theory", "oracle_eps_g", "oracle_err", "matched_eps_g", "matched_err", "theory_eps_g")
+    return {k: v for k, v in d.as_dict().items() if k in keep}, md
 

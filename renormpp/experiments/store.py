@@ -10,7 +10,9 @@ the sampler state and the draws so far, in a documented format that loads withou
   load against the state a fresh start of the same point builds (their count, shapes and dtypes);
 * ``draws/<name>``, ``stats/<name>``: the recorded observables and sampler statistics, axes (chain, draw, ...);
 * ``warmup_draws/<name>``, ``warmup_stats/<name>``: the same for the warmup's draws (what an adaptive warmup decided
-  on, so that a resumed warmup decides as an uninterrupted one).
+  on, so that a resumed warmup decides as an uninterrupted one);
+* ``kernel/<name>``: the streamed sums of the hidden kernel over stretches of draws
+  (:class:`renormpp.diagnostics.kernel.Segments`), where ``run.kernel_diagnosis`` is on.
 """
 from __future__ import annotations
 
@@ -166,6 +168,7 @@ class Checkpoint:
         self.path = Path(path)
         self.state, self.warm, self.n, self.seconds = template, 0, 0, 0.0
         self._draws, self._stats, self._warm_draws, self._warm_stats = [], [], [], []
+        self.sums: dict = {}  # streamed sums kept beside the draws (renormpp.diagnostics.kernel.Segments.arrays)
         self._treedef = jax.tree_util.tree_structure(template)
         if self.path.exists():
             self._load(jax.tree_util.tree_leaves(template))
@@ -197,6 +200,7 @@ class Checkpoint:
             block = {k.split("/", 1)[1]: v for k, v in files.items() if k.startswith(group + "/")}
             if block:
                 parts.append(block)
+        self.sums = {k: v for k, v in files.items() if k.startswith("kernel/")}
 
     def add(self, draws: dict, stats: dict, warmup: bool = False) -> None:
         """Keep a block of draws and statistics (of the warmup with ``warmup``)."""
@@ -220,7 +224,7 @@ class Checkpoint:
         self._warm_draws, self._warm_stats = ([warm_draws], [warm_stats]) if warm_draws else ([], [])
         arrays = {f"state/{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(jax.device_get(self.state)))}
         arrays |= (_flat("draws", draws) | _flat("stats", stats) | _flat("warmup_draws", warm_draws)
-                   | _flat("warmup_stats", warm_stats))
+                   | _flat("warmup_stats", warm_stats) | self.sums)
         buf = io.BytesIO()
         np.savez(buf, format_version=CHECKPOINT_VERSION, warm=self.warm, n=self.n, seconds=self.seconds, **arrays)
         write_atomic(self.path, buf.getvalue())

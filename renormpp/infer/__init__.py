@@ -13,9 +13,9 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
 from .adapter import Adapter, KineticLangevin, Langevin, LangevinState
 from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, ULABiasWarning
 from .algorithms import paper_step_size
-from .chains import Chains, DivergenceWarning
+from .chains import Accumulator, Chains, DivergenceWarning
 from .observed import Observed, ObservedState
 from .warmup import AdaptiveWarmup
 
-__all__ = ["Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
+__all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
            "LowAcceptanceWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]

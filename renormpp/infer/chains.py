@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +23,27 @@ from numpyro.infer.mcmc import MCMCKernel
 
 class DivergenceWarning(RuntimeWarning):
     """A chain made a divergent step (rejected: no draw is NaN)."""
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """What :class:`Chains` sums over the draws of a block instead of recording per draw: ``fn`` of the entry ``key``
+    of the sampler's recorded observables (which leaves the per-draw record), at every ``thin``-th draw of a block
+    (counted from the first draw of the run: the draws are correlated, and the sum may cost more than a draw), in
+    separate sums over the cells of a grid of draws, ``cell`` draws each (:meth:`Chains.run`), at most ``pieces``
+    of them per block (:meth:`Chains.pieces` says which draws entered each): where the sums begin and end does not
+    depend on where the blocks do, so that a resumed run sums what an uninterrupted one does."""
+
+    fn: Callable
+    key: str
+    thin: int = 1
+    pieces: int = 1
+
+    def __post_init__(self):
+        for name in ("thin", "pieces"):
+            value = getattr(self, name)
+            if int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
 
 
 class Chains:
@@ -34,10 +57,15 @@ class Chains:
     >>> state, draws, stats = chains.run(state, 500)     # draws and stats have axes (chain, draw, ...)
 
     ``blas_threads``: at most this many BLAS/LAPACK threads while a block runs (None: as the process has them).
+
+    ``accumulate``: an :class:`Accumulator`, sums over the draws of a block of a quantity too large to keep per draw
+    (e.g. the hidden layer's P x P kernel, :func:`renormpp.observables.hidden_sums`); after :meth:`run`,
+    :attr:`sums` holds the block's sums, axes (chain, piece, ...), and :attr:`pieces` which draws entered them.
     """
 
     def __init__(self, sampler: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
-                 extra_fields=(), warn_divergences: bool = True, blas_threads: int | None = None):
+                 extra_fields=(), warn_divergences: bool = True, blas_threads: int | None = None,
+                 accumulate: "Accumulator | None" = None):
         if chain_method not in ("vectorized", "sequential"):
             raise ValueError(f"chain_method must be 'vectorized' or 'sequential'; got {chain_method!r}")
         if int(num_chains) != num_chains or num_chains < 1:
@@ -46,6 +74,8 @@ class Chains:
         self.extra_fields = tuple(extra_fields)
         self.warn_divergences = bool(warn_divergences)
         self.blas_threads = blas_threads
+        self.accumulate = accumulate
+        self.sums, self._last = None, 0
         self._block = None
 
     def init(self, rng_key, num_warmup: int, *model_args, init_params=None, **model_kwargs):
@@ -68,47 +98,93 @@ class Chains:
         post = jax.vmap(post) if vectorized else post
         get_sample = attrgetter(sampler.sample_field)
         fields = {f: attrgetter(f) for f in self.extra_fields}
+        acc = self.accumulate
+        summand = None if acc is None else (jax.vmap(acc.fn) if vectorized else acc.fn)
 
-        @partial(jax.jit, static_argnums=2)
-        def block(state, n, length):
+        @partial(jax.jit, static_argnums=4)
+        def block(state, n, offset, cell, length):
             # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
-            def step(st, i):
+            def step(carry, i):
+                st, sums = carry
                 st = jax.lax.cond(i < n, lambda s: sampler.sample(s, model_args, model_kwargs), lambda s: s, st)
-                return st, (post(get_sample(st)), {f: get(st) for f, get in fields.items()})
-            return jax.lax.scan(step, state, jnp.arange(length))
+                out = post(get_sample(st))
+                if acc is not None:  # the accumulated input leaves the per-draw record; every `thin`-th draw is summed
+                    out = dict(out)
+                    given = out.pop(acc.key)
+                    j = jnp.minimum((offset + i) // cell - offset // cell, acc.pieces - 1)  # the cell of draw i
+                    add = lambda s: jax.tree_util.tree_map(  # noqa: E731
+                        lambda a, x: a.at[:, j].add(x) if vectorized else a.at[j].add(x), s, summand(given))
+                    sums = jax.lax.cond((i < n) & ((offset + i) % acc.thin == 0), add, lambda s: s, sums)
+                return (st, sums), (out, {f: get(st) for f, get in fields.items()})
+
+            sums = None
+            if acc is not None:
+                given = post(get_sample(state))[acc.key]
+                lead = 1 if vectorized else 0  # a sum per piece, after the chain axis
+                sums = jax.tree_util.tree_map(
+                    lambda x: jnp.zeros(x.shape[:lead] + (acc.pieces,) + x.shape[lead:], x.dtype),
+                    jax.eval_shape(summand, given))
+            (state, sums), outs = jax.lax.scan(step, (state, sums), jnp.arange(length))
+            return state, outs, sums
 
         self._block = block
 
-    def run(self, state, num_draws: int, length: int | None = None):
+    def run(self, state, num_draws: int, length: int | None = None, *, offset: int = 0, cell: int | None = None):
         """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the sampler's sample field
         and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...).
 
         ``length`` (at least ``num_draws``; default ``num_draws``): the block is compiled for this many iterations
-        and runs the first ``num_draws`` of them, so that blocks of different sizes share one compilation."""
+        and runs the first ``num_draws`` of them, so that blocks of different sizes share one compilation.
+        ``offset`` (draws made before this block) and ``cell`` place the block's draws on the grid of the
+        accumulated sums (:class:`Accumulator`; at most ``pieces`` cells per block; default: the block is one
+        cell)."""
         if self._block is None:
             raise RuntimeError("call init first: it binds the model arguments and compiles the block")
         num_draws = int(num_draws)
         length = num_draws if length is None else int(length)
         if not 0 < num_draws <= length:
             raise ValueError(f"need 0 < num_draws <= length; got num_draws={num_draws}, length={length}")
+        offset = int(offset)
+        cell = offset + num_draws if cell is None else int(cell)
+        if self.accumulate is not None and (offset + num_draws - 1) // cell - offset // cell >= self.accumulate.pieces:
+            raise ValueError(f"a block of {num_draws} draws from draw {offset} spans more than "
+                             f"{self.accumulate.pieces} cells of {cell} draws: use larger cells")
+        grid = (jnp.int32(offset), jnp.int32(cell))
 
         def chain_first(tree):
             return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x)[:num_draws], 0, 1), tree)
 
         with self._blas_limit():
             if self.chain_method == "vectorized":
-                new, (draws, stats) = jax.block_until_ready(self._block(state, num_draws, length))
+                new, (draws, stats), sums = jax.block_until_ready(self._block(state, num_draws, *grid, length))
                 draws, stats = chain_first(draws), chain_first(stats)
             else:
                 outs = [jax.block_until_ready(self._block(jax.tree_util.tree_map(lambda x, c=c: x[c], state),
-                                                          num_draws, length))
+                                                          num_draws, *grid, length))
                         for c in range(self.num_chains)]
                 new = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[o[0] for o in outs])
                 stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x)[:num_draws] for x in xs]), *trees)  # noqa: E731
                 draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
+                sums = None if self.accumulate is None else \
+                    jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[2] for o in outs])
+        if self.accumulate is not None:
+            self.sums, self._last = jax.tree_util.tree_map(np.asarray, sums), (offset, num_draws, cell)
         if self.warn_divergences and "diverging" in stats:
             self._check_divergences(state, stats["diverging"])
         return new, draws, stats
+
+    def pieces(self) -> list[tuple[int, int, int]]:
+        """Which draws of the last block entered each piece of :attr:`sums`: ``(first, stop, count)`` per piece that
+        the block reached, the draws first..stop-1 (counted from the run's first) and how many of them were summed
+        (per chain)."""
+        if self.accumulate is None or self.sums is None:
+            return []
+        (offset, n, cell), thin = self._last, self.accumulate.thin
+        out = []
+        for k in range(offset // cell, (offset + n - 1) // cell + 1):
+            first, stop = max(offset, k * cell), min(offset + n, (k + 1) * cell)
+            out.append((first, stop, len(range(-(-first // thin) * thin, stop, thin))))
+        return out
 
     def _blas_limit(self):
         """At most ``blas_threads`` BLAS/LAPACK threads while a block runs (the Cholesky factor of the exact Gibbs draw

@@ -50,13 +50,16 @@ block-diagonal system plus a low-rank term (:mod:`.lowrank`).
 The methods are one table, :data:`METHODS` (:mod:`.methods`): a :class:`Method` record per method says where it
 applies, how it solves, when its result holds, its predictions, and its label and line style in the figures.
 :func:`fit_or_reason` gives a method at a fit, or why it does not apply there.
+
+The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that the theory predicts,
+:math:`K_{\rm post} = K - KGK` (Eq. (H1)), and the theory with a given kernel in place of K (the oracle test).
 """
-from . import action, corrected, lowrank, methods, nonodd
+from . import action, corrected, hidden, lowrank, methods, nonodd
 from .action import ConvergenceWarning, Spectrum, moments
 from .fit import Prediction, TheoryFit, solve
 from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
                       why_not)
 
 __all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvergenceWarning", "Method", "Prediction", "Spectrum", "TheoryFit",
-           "action", "applies", "corrected", "fit_or_reason", "get_method", "lowrank", "methods", "moments", "nonodd",
-           "refit_or_none", "solve", "why_not"]
+           "action", "applies", "corrected", "fit_or_reason", "get_method", "hidden", "lowrank", "methods", "moments",
+           "nonodd", "refit_or_none", "solve", "why_not"]

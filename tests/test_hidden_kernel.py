@@ -1,0 +1,184 @@
+"""The posterior's hidden kernel (issue 32): the theory's predicted K_post against a dense finite-difference
+computation, the oracle against the theory, the streamed sums against a direct computation on stored draws, the
+alignment on known cases, the cells of a run, and (slow) K_post against sampling."""
+import jax
+import numpy as np
+import pytest
+import scipy.special
+
+import renormpp as rp
+from renormpp.diagnostics import kernel as dk
+from renormpp.infer import Accumulator, Chains, Langevin
+from renormpp.theory import hidden as ht
+
+
+def _data(P=12, N0=5, D=2, P0=4, seed=0, teacher=np.tanh):
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(N0, D))
+    X, X0 = rng.normal(size=(P, N0)), rng.normal(size=(P0, N0))
+    return X, teacher(X @ W / np.sqrt(N0) * 2), X0, teacher(X0 @ W / np.sqrt(N0) * 2)
+
+
+def test_predicted_kernel_is_the_derivative_of_the_free_energy_by_finite_differences():
+    # (H1): K_post = K + (2/N1) K (d log Z/dK) K, log Z = -(1/2)[y^T A^-1 y + log det A] at fixed Q*, A dense PD x PD
+    X, Y, X0, _ = _data()
+    fit = rp.theory.solve(X, Y, N1=4, T=0.1, method="exact")
+    Xa = np.vstack([X, X0])
+    Ka = rp.kernels.nngp(Xa)
+    P, D = len(X), Y.shape[1]
+    y = Y.T.reshape(-1)
+
+    def data_term(K):
+        A = fit.T * np.eye(P * D) + np.kron(fit.Q, K) / fit.lambda1
+        return y @ np.linalg.solve(A, y) + np.linalg.slogdet(A)[1]
+
+    eps, g = 1e-6, np.zeros((len(Xa), len(Xa)))
+    for i in range(P):
+        for j in range(P):
+            E = np.zeros((P, P))
+            E[i, j] = eps
+            g[i, j] = (data_term(Ka[:P, :P] + E) - data_term(Ka[:P, :P] - E)) / (2 * eps)
+    dense = Ka - Ka @ g @ Ka / fit.N1
+    train, cross, test = ht.predicted_kernel(fit, X0)
+    assert np.abs(dense[:P, :P] - Ka[:P, :P]).max() > 0.05  # the theory predicts a kernel that moved
+    np.testing.assert_allclose(train, dense[:P, :P], atol=1e-6)
+    np.testing.assert_allclose(cross, dense[:P, P:], atol=1e-6)
+    np.testing.assert_allclose(test, np.diag(dense)[P:], atol=1e-6)
+    V, k = fit.spectrum.V, fit.spectrum.k
+    np.testing.assert_allclose(ht.spectrum_ratios(fit), np.einsum("pm,pq,qm->m", V, dense[:P, :P], V) / k, atol=1e-6)
+    # infinite width predicts K itself; far wider than P, the exact theory's K_post tends to K
+    np.testing.assert_allclose(ht.predicted_kernel(fit.refit("infinite_width"))[0], Ka[:P, :P], atol=1e-10)
+    wide = np.abs(ht.predicted_kernel(fit.refit(N1=4e4))[0] - Ka[:P, :P]).max()
+    assert wide < 1e-3 * np.abs(dense[:P, :P] - Ka[:P, :P]).max() * 1e1
+
+
+def test_the_theory_with_its_own_kernel_is_the_theory_and_bad_kernels_are_refused():
+    X, Y, X0, Y0 = _data()
+    fit = rp.theory.solve(X, Y, N1=4, T=0.1, method="exact")
+    K, C, k0 = rp.kernels.nngp(X), rp.kernels.nngp(X, X0), rp.kernels.nngp_diag(X0)
+    for method in ("exact", "infinite_width"):
+        o = ht.with_kernel(K, Y, N1=4, T=0.1, method=method, K_cross=C, k_test=k0, Y_test=Y0)
+        ref = fit.refit(method)
+        np.testing.assert_allclose(o.Q, ref.Q, atol=1e-8)
+        np.testing.assert_allclose(o.eps_g, ref.generalization_error(X0, Y0), rtol=1e-10)
+        np.testing.assert_allclose(o.mean, ref.predict(X0).mean, atol=1e-10)
+    with pytest.raises(ValueError, match=r"K must be a \(P, P\) matrix with P = 12"):
+        ht.with_kernel(K[:5, :5], Y, N1=4, T=0.1)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ht.with_kernel(np.full_like(K, np.nan), Y, N1=4, T=0.1)
+    with pytest.raises(ValueError, match="exact, one_loop and infinite_width"):
+        ht.with_kernel(K, Y, N1=4, T=0.1, method="corrected")
+    relu = rp.theory.solve(X, Y, N1=4, T=0.1, activation="relu", method="exact")
+    with pytest.raises(ValueError, match="one hidden layer and an odd activation"):
+        ht.predicted_kernel(relu)
+
+
+def test_alignment_on_cases_with_a_known_answer():
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(20, 2))
+    assert dk.alignment(Y @ Y.T, Y) == pytest.approx(1.0)
+    assert dk.alignment(3.0 * Y @ Y.T, Y) == pytest.approx(1.0)
+    Q, _ = np.linalg.qr(np.column_stack([Y, rng.normal(size=(20, 18))]))
+    other = Q[:, 2:] @ Q[:, 2:].T  # the projector orthogonal to Y's columns
+    assert dk.alignment(other, Y) == pytest.approx(0.0, abs=1e-12)
+    # the identity: <I, YY^T> / (sqrt(P) |YY^T|) by hand
+    assert dk.alignment(np.eye(20), Y) == pytest.approx(np.trace(Y @ Y.T) / (np.sqrt(20) * np.linalg.norm(Y @ Y.T)))
+
+
+def test_measure_equals_a_direct_computation_on_stored_draws_with_batch_errors():
+    rng = np.random.default_rng(2)
+    X, X0 = rng.normal(size=(15, 6)), rng.normal(size=(7, 6))
+    w = rng.normal(size=(2, 40, 5, 6)).astype(np.float32)  # (chain, draw, N1, N0)
+    hk = dk.measure({"w": w, "v": rng.normal(size=(2, 40, 1, 5))}, X, X0, segments=4)
+    phi = scipy.special.erf(np.einsum("pn,cdhn->cdph", X, w) / np.sqrt(6))
+    phi0 = scipy.special.erf(np.einsum("pn,cdhn->cdph", X0, w) / np.sqrt(6))
+    np.testing.assert_allclose(hk.train, np.einsum("cdph,cdqh->pq", phi, phi) / 5 / 80, atol=1e-5)
+    np.testing.assert_allclose(hk.cross, np.einsum("cdph,cdqh->pq", phi, phi0) / 5 / 80, atol=1e-5)
+    np.testing.assert_allclose(hk.test, np.einsum("cdph,cdph->p", phi0, phi0) / 5 / 80, atol=1e-5)
+    np.testing.assert_allclose(hk.first_layer, np.einsum("cdhn,cdhm->nm", w, w) / 5 / 80, atol=1e-5)
+    assert hk.summands == 80 and hk.segments == 4
+    # a linear function of equal segments: the jackknife error is the batch-means error of the segment means
+    value, err = hk.jackknife(lambda m: m["train"][0, 1])
+    means = (np.einsum("cdh,cdh->cd", phi[:, :, 0], phi[:, :, 1]) / 5).reshape(2, 4, 10).mean(axis=(0, 2))
+    np.testing.assert_allclose(value, means.mean(), atol=1e-6)
+    np.testing.assert_allclose(err, means.std(ddof=1) / 2, rtol=1e-4)
+
+
+def test_cells_merge_on_a_grid_that_does_not_depend_on_the_blocks_and_round_trip():
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=100)
+
+    def fill(block_sizes):
+        seg, n = dk.Segments(max_cells=4), 0
+        for b in block_sizes:
+            seg.coarsen(seg.cell_for(n + b))
+            for k in range(n // seg.cell, (n + b - 1) // seg.cell + 1):
+                first, stop = max(n, k * seg.cell), min(n + b, (k + 1) * seg.cell)
+                seg.add({"x": values[first:stop].sum()}, stop - first, first, stop)
+            n += b
+        return seg
+
+    a, b = fill([10, 10, 30, 50]), fill([7, 1, 40, 2, 50])
+    assert a.cell == b.cell == 32 and sorted(a.sums) == [0, 1, 2, 3]
+    for k in a.sums:
+        assert a.count[k] == b.count[k]
+        np.testing.assert_allclose(a.sums[k]["x"], values[k * 32:(k + 1) * 32].sum())
+        np.testing.assert_allclose(a.sums[k]["x"], b.sums[k]["x"])
+    back = dk.Segments.from_arrays(a.arrays())
+    assert back.cell == a.cell and back.count == a.count
+    hk = back.kernel(cut=40)  # cells starting at draw 64 and 96 remain
+    assert hk.first_draw == 64 and hk.summands == 36
+    np.testing.assert_allclose(hk.x, values[64:].mean())
+    with pytest.raises(ValueError, match="not in one cell"):
+        a.add({"x": 1.0}, 2, 30, 34)
+
+
+def test_chains_sum_what_they_would_record_on_the_grid_of_cells():
+    def model(X, Y):
+        import numpyro
+        import numpyro.distributions as dist
+        x = numpyro.sample("x", dist.Normal(0.0, 1.0).expand([3]))
+        numpyro.deterministic("unused", x.sum())
+
+    record = lambda p: {"x": p["x"], "pass": p["x"]}  # noqa: E731
+    acc = Accumulator(lambda x: {"sq": x**2}, "pass", thin=3, pieces=3)
+    chains = Chains(Langevin(model, step_size=0.1, observables=record), num_chains=2, accumulate=acc)
+    state = chains.init(jax.random.PRNGKey(0), 0, None, None)
+    state, draws, _ = chains.run(state, 14, 20, offset=5, cell=8)  # draws 5..18: cells [0, 8), [8, 16), [16, 24)
+    assert "pass" not in draws and draws["x"].shape == (2, 14, 3)
+    pieces = chains.pieces()
+    assert [(a, b) for a, b, _ in pieces] == [(5, 8), (8, 16), (16, 19)]
+    index = np.arange(5, 19)
+    for j, (first, stop, count) in enumerate(pieces):
+        mine = (index >= first) & (index < stop) & (index % 3 == 0)  # global draws 6, 9, 12, 15, 18
+        assert count == mine.sum()
+        np.testing.assert_allclose(chains.sums["sq"][:, j], (draws["x"][:, mine] ** 2).sum(axis=1), rtol=1e-6)
+    with pytest.raises(ValueError, match="spans more than 3 cells"):
+        chains.run(state, 14, 20, offset=0, cell=4)
+
+
+@pytest.mark.slow
+def test_sampled_hidden_kernel_tends_to_the_prior_kernel_and_follows_the_theory_where_it_holds():
+    """NUTS on a linear network (where the theory holds at large N1): at N1 = 10, alpha = 3, the measured r_k along
+    the top directions of K agree with the theory's K_post and not with K; at N1 = 120 they are 1 within errors."""
+    from numpyro.infer import MCMC, NUTS
+
+    rng = np.random.default_rng(2)
+    P, N0, D, T = 30, 40, 2, 0.05
+    X, W = rng.normal(size=(P, N0)), rng.normal(size=(N0, D))
+    Y = X @ W / np.sqrt(N0)
+    out = {}
+    for N1 in (10, 120):
+        mcmc = MCMC(NUTS(rp.models.mlp), num_warmup=400, num_samples=1000, num_chains=2, chain_method="sequential",
+                    progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(0), X.astype(np.float32), Y.astype(np.float32), N1=N1, T=T, activation="linear",
+                 integrate_v=True)
+        hk = dk.measure(mcmc.get_samples(group_by_chain=True), X, X[:5], "linear")
+        fit = rp.theory.solve(X, Y, N1=N1, T=T, activation="linear", method="exact")
+        out[N1] = dk.diagnose(hk, fit, n=6)
+    d10, d120 = out[10], out[120]
+    assert np.max(np.abs(d10.r - 1) / d10.r_err) > 10  # the kernel moved, resolved
+    assert np.max(np.abs(d10.z)) < 5 and np.max(np.abs(d10.r - d10.r_theory)) < 0.05
+    assert abs(d10.alignment_post - d10.alignment_theory) < 3 * d10.alignment_err + 0.01
+    assert np.max(np.abs(d120.r - 1)) < 0.5 * np.max(np.abs(d10.r - 1))
+    assert np.max(np.abs(d120.z)) < 5
