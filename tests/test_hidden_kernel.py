@@ -182,3 +182,20 @@ def test_sampled_hidden_kernel_tends_to_the_prior_kernel_and_follows_the_theory_
     assert abs(d10.alignment_post - d10.alignment_theory) < 3 * d10.alignment_err + 0.01
     assert np.max(np.abs(d120.r - 1)) < 0.5 * np.max(np.abs(d10.r - 1))
     assert np.max(np.abs(d120.z)) < 5
+
+
+def test_the_first_layer_is_read_in_the_data_and_teacher_directions():
+    """Fake draws whose first layer grows along the linear teacher's direction: the top eigenvalue of
+    lambda0 <w^T w>/N1 is that growth and its eigenvector lies in the teacher's span; the rest stay at the prior."""
+    data = rp.datasets.synthetic(P=40, P_test=10, N0=12, D=1, seed=1)
+    W = data.metadata["teacher_directions"]
+    np.testing.assert_allclose(data.Y, data.X @ W.T / np.sqrt(12))
+    rng = np.random.default_rng(4)
+    u = W[0] / np.linalg.norm(W[0])
+    w = rng.normal(size=(1, 400, 30, 12))
+    w += (np.sqrt(4.0) - 1.0) * np.einsum("...n,n,m->...m", w, u, u)  # variance 4 along u, 1 elsewhere
+    hk = dk.measure({"w": w.astype(np.float32)}, data.X, data.X_test)
+    d = dk.diagnose(hk, rp.theory.solve(data.X, data.Y, N1=30, T=0.1), n=3, teacher=W)
+    assert d.first_layer[0] == pytest.approx(4.0, rel=0.1) and d.first_layer[1] < 1.5
+    assert d.first_layer_in_teacher[0] > 0.99 and d.first_layer_in_teacher[1] < 0.05
+    assert np.isnan(dk.diagnose(hk, rp.theory.solve(data.X, data.Y, N1=30, T=0.1), n=3).first_layer_in_teacher).all()

@@ -19,7 +19,8 @@ def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teac
       with ``teacher_width`` = N1 = 1000 hidden units and standard normal w, v (supplement).
 
     Train and test come from the same teacher. Everything is drawn from ``numpy.random.default_rng(seed)``
-    in this order: the (P + P_test, N0) inputs (train first), then W (D, N0), or w (N1, N0) and v (N1, D).
+    in this order: the (P + P_test, N0) inputs (train first), then W (D, N0), or w (N1, N0) and v (N1, D). The
+    linear teacher's W is ``metadata["teacher_directions"]``.
     """
     check_positive_ints(P=P, P_test=P_test, N0=N0, D=D, teacher_width=teacher_width)
     if teacher not in TEACHERS:
@@ -36,6 +37,8 @@ def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teac
     meta = dict(P=P, P_test=P_test, N0=N0, D=D, teacher=teacher, seed=seed)
     if teacher == "erf_1hl":
         meta["teacher_width"] = teacher_width
+    else:  # the input directions the labels depend on (renormpp.diagnostics.kernel.diagnose)
+        meta["teacher_directions"] = W
     return Dataset(X=X_all[:P], Y=Y_all[:P], X_test=X_all[P:], Y_test=Y_all[P:], name=f"synthetic-{teacher}",
                    class_names=tuple(f"y{a}" for a in range(D)), metadata=meta)
 

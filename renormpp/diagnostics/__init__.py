@@ -7,7 +7,9 @@ r"""Honest error bars for Monte Carlo series, and the comparison of sampled netw
 * :mod:`~renormpp.diagnostics.convert`: a run as an ArviZ DataTree with named dims (:func:`to_datatree`);
 * :mod:`~renormpp.diagnostics.comparison`: the sampled networks against every theory (:func:`compare`, :func:`verdict`,
   :func:`summary`, :func:`why_not`);
-* :mod:`~renormpp.diagnostics.extrapolation`: finite-size extrapolation (:func:`extrapolate`).
+* :mod:`~renormpp.diagnostics.extrapolation`: finite-size extrapolation (:func:`extrapolate`);
+* :mod:`~renormpp.diagnostics.kernel`: the posterior's hidden kernel from draws, against the theory's
+  (:func:`~renormpp.diagnostics.kernel.measure`, :func:`~renormpp.diagnostics.kernel.diagnose`).
 """
 from ..mcstats import (DRIFT_Z, ESTIMATORS, FALSE_ALARM, MAX_DIVERGENT_FRACTION, MIN_ACCEPT_PROB, MIN_EFFECTIVE,
                        RHAT_MAX, ChainSpread, Drift, ErrorEstimate, FrozenChainWarning, Relaxation, SamplerHealth,
@@ -16,6 +18,7 @@ from ..mcstats import (DRIFT_Z, ESTIMATORS, FALSE_ALARM, MAX_DIVERGENT_FRACTION,
                        scalar_series, thermalization_cut)
 from .comparison import Z_AGREE, compare, does_not_apply, summary, theory_fit, verdict, why_not
 from .convert import to_datatree
+from . import kernel
 from .extrapolation import Extrapolation, extrapolate
 
 __all__ = [
@@ -30,5 +33,5 @@ __all__ = [
     "describe_sampler",
     # conversion, the comparison with the theory, extrapolation
     "to_datatree", "Z_AGREE", "verdict", "theory_fit", "why_not", "compare", "does_not_apply", "summary",
-    "Extrapolation", "extrapolate",
+    "Extrapolation", "extrapolate", "kernel",
 ]

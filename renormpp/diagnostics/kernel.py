@@ -205,7 +205,8 @@ class KernelDiagnosis:
     K_post the measured one, to first order, :math:`K + K_{\rm post} - K_{\rm post}^{\rm theory}` (where the theory
     holds this is K, and ``matched_eps_g`` its eps_g; the plain oracle then counts the theory's own adaptation twice;
     NaN where that kernel is not positive semi-definite: the theory's own adaptation exceeds the measured one); ``first_layer`` (n,): top eigenvalues of lambda0 <w^T w>/N1, ``first_layer_in_data`` (n,): the weight of
-    their eigenvectors in the data's top-n principal directions; ``holds``: whether kernel shape renormalization holds
+    their eigenvectors in the data's top-n principal directions, ``first_layer_in_teacher`` (n,): in the span of the
+    teacher's directions (NaN without them); ``holds``: whether kernel shape renormalization holds
     (every measured r_k within Z_AGREE error bars of the theory's); ``summands``: draws averaged."""
 
     k: np.ndarray
@@ -223,6 +224,7 @@ class KernelDiagnosis:
     theory_eps_g: float
     first_layer: np.ndarray
     first_layer_in_data: np.ndarray
+    first_layer_in_teacher: np.ndarray
     summands: int
 
     @property
@@ -269,15 +271,36 @@ class KernelDiagnosis:
                  f"{self.z[i]:+.1f} |" for i in range(len(self.k))]
         return "\n".join(rows)
 
+    def markdown(self) -> str:
+        """The diagnosis for a report: the verdict, the spectrum ratios, the alignment, the oracles, the first
+        layer."""
+        matched = ("with K + K_post - K_post(theory), the kernel that makes the theory's own K_post the measured one "
+                   f"(to first order): {self.matched_eps_g:.5g} ± {self.matched_err:.2g}"
+                   if np.isfinite(self.matched_eps_g) else "no kernel makes the theory's own K_post the measured one to "
+                   "first order (the theory's adaptation exceeds the measured)")
+        teacher = (f"; in the teacher's directions: {', '.join(f'{g:.2f}' for g in self.first_layer_in_teacher[:5])}"
+                   if np.isfinite(self.first_layer_in_teacher).all() else "")
+        return (f"**{self.verdict()}**\n\nSpectrum ratios r_k = u_k^T K_post u_k / k_k along the top eigenvectors of K "
+                "(1 under the prior; theory: the exact theory's K_post, Eq. (H2) of renormpp.theory.hidden):\n\n"
+                f"{self.table()}\n\nKernel-target alignment: K {self.alignment:.4f}, K_post {self.alignment_post:.4f} ± "
+                f"{self.alignment_err:.4f}, theory {self.alignment_theory:.4f}.\n\nOracle: the exact theory with the "
+                f"measured K_post in place of K gives eps_g = {self.oracle_eps_g:.5g} ± {self.oracle_err:.2g} (with K: "
+                f"{self.theory_eps_g:.5g}); {matched}.\n\nFirst layer: top eigenvalues of lambda0 <w^T w>/N1 (1 under "
+                f"the prior; the top of a noisy estimate of 1 lies above 1): "
+                f"{', '.join(f'{g:.3g}' for g in self.first_layer[:5])}; their weight in the data's top "
+                f"{len(self.first_layer)} principal directions: "
+                f"{', '.join(f'{g:.2f}' for g in self.first_layer_in_data[:5])}{teacher}.")
+
     def as_dict(self) -> dict:
         out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         return out | {"z": self.z.tolist(), "holds": self.holds, "deviation": self.deviation, "verdict": self.verdict()}
 
 
-def diagnose(kernel: HiddenKernel, fit, X_test=None, Y_test=None, n: int = 10) -> KernelDiagnosis:
+def diagnose(kernel: HiddenKernel, fit, X_test=None, Y_test=None, n: int = 10, teacher=None) -> KernelDiagnosis:
     """The diagnosis of a measured hidden kernel against ``fit`` (any method of a fully connected network with one
     hidden layer and an odd activation, on the same data; its exact refit predicts K_post): ``n`` top directions of
-    K; with test data, the oracle's eps_g (with ``Y_test``)."""
+    K; with test data, the oracle's eps_g (with ``Y_test``); with ``teacher`` (k, N0), the input directions the labels
+    depend on (e.g. a linear teacher's rows), how much of the first layer's top eigenvectors lies in their span."""
     exact = fit.refit("exact") if fit.method != "exact" else fit
     spec = exact.spectrum
     P, Y = len(spec.k), spec.V @ spec.Yt
@@ -312,9 +335,14 @@ def diagnose(kernel: HiddenKernel, fit, X_test=None, Y_test=None, n: int = 10) -
     X = np.asarray(exact.X, dtype=np.float64)
     pcs = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)[2][:n]  # (n, N0) top principal directions
     in_data = np.sum((pcs @ E) ** 2, axis=0)
+    in_teacher = np.full(len(g), np.nan)
+    if teacher is not None:
+        basis = np.linalg.svd(np.atleast_2d(np.asarray(teacher, dtype=np.float64)), full_matrices=False)[2]
+        in_teacher = np.sum((basis @ E) ** 2, axis=0)
     return KernelDiagnosis(k=k, r=r, r_err=r_err, r_theory=r_theory, alignment=alignment(K, Y),
                            alignment_post=float(a_post), alignment_err=float(a_err),
                            alignment_theory=alignment(K_theory, Y), oracle_eps_g=float(oracle),
                            oracle_err=float(oracle_err), matched_eps_g=float(matched), matched_err=float(matched_err),
                            theory_eps_g=float(theory_eps), first_layer=g,
-                           first_layer_in_data=in_data, summands=kernel.summands)
+                           first_layer_in_data=in_data, first_layer_in_teacher=in_teacher,
+                           summands=kernel.summands)

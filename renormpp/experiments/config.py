@@ -53,9 +53,10 @@ from .samplers import SAMPLERS, V_SAMPLING, SamplerTable  # noqa: F401
 LOADERS = {"synthetic": datasets.synthetic, "mnist": datasets.mnist, "projected_mnist": datasets.projected_mnist,
            "cifar10": datasets.cifar10, "low_dimensional": datasets.low_dimensional}
 EXECUTORS = ("inprocess", "process", "ray")
-#: keys that may change when a run resumes (they do not change what a point computes)
+#: keys that may change when a run resumes (they do not change the draws; run.kernel_diagnosis turned on when a point
+#: resumes measures its hidden kernel from there on)
 RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
-                                      "chunk_seconds", "blas_threads", "max_seconds"))
+                                      "chunk_seconds", "blas_threads", "max_seconds", "kernel_diagnosis"))
 #: keys of earlier versions, and what they became
 RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
 #: keys of earlier versions that are still read, under their new name (a config that gives both is refused)

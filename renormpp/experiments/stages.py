@@ -517,22 +517,11 @@ def kernel_outputs(store: PointStore, fit, data, sampled: Sampled) -> tuple[dict
     head = (f"\n## Hidden kernel\n\nThe posterior's hidden kernel K_post = <sigma(h) sigma(h)^T>/N1, averaged over "
             f"{hk.summands} thinned draws of the chains from draw {hk.first_draw} on, in {hk.segments} segments (kernel.nc).")
     try:
-        d = dk.diagnose(hk, fit, data.X_test, data.Y_test)
+        d = dk.diagnose(hk, fit, data.X_test, data.Y_test, teacher=data.metadata.get("teacher_directions"))
     except ValueError as err:
         return None, f"{head} No theory judges it here: {err}.\n"
     store.write_json("kernel.json", d.as_dict())
-    matched = ("with K + K_post - K_post(theory), the kernel that makes the theory's own K_post the measured one (to "
-               f"first order): {d.matched_eps_g:.5g} ± {d.matched_err:.2g}" if np.isfinite(d.matched_eps_g) else
-               "no kernel makes the theory's own K_post the measured one to first order (the theory's adaptation "
-               "exceeds the measured)")
-    md = (f"{head}\n\n**{d.verdict()}**\n\nSpectrum ratios r_k = u_k^T K_post u_k / k_k along the top eigenvectors of K "
-          f"(1 under the prior; theory: the exact theory's K_post, Eq. (H2) of renormpp.theory.hidden):\n\n{d.table()}\n\n"
-          f"Kernel-target alignment: K {d.alignment:.4f}, K_post {d.alignment_post:.4f} ± {d.alignment_err:.4f}, "
-          f"theory {d.alignment_theory:.4f}.\n\nOracle: the exact theory with the measured K_post in place of K gives "
-          f"eps_g = {d.oracle_eps_g:.5g} ± {d.oracle_err:.2g} (with K: {d.theory_eps_g:.5g}); {matched}.\n\nFirst layer: top "
-          f"eigenvalues of lambda0 <w^T w>/N1 (1 under the prior): {', '.join(f'{g:.3g}' for g in d.first_layer[:5])}; "
-          f"their weight in the data's top {len(d.first_layer)} principal directions: "
-          f"{', '.join(f'{g:.2f}' for g in d.first_layer_in_data[:5])}.\n")
+    md = f"{head}\n\n{d.markdown()}\n"
     keep = ("holds", "deviation", "verdict", "r", "r_err", "r_theory", "alignment", "alignment_post", "alignment_err",
             "alignment_theory", "oracle_eps_g", "oracle_err", "matched_eps_g", "matched_err", "theory_eps_g")
     return {k: v for k, v in d.as_dict().items() if k in keep}, md

@@ -192,7 +192,9 @@ class Checkpoint:
         if (any(s is None for s in saved) or f"state/{len(leaves)}" in files
                 or any(s.shape != np.shape(t) or s.dtype != np.asarray(t).dtype for s, t in zip(saved, leaves))):
             raise CheckpointError(f"the checkpoint {self.path} holds the state of another sampler (its arrays do not "
-                                  f"match this point's). {remedy}")
+                                  f"match this point's). A run started by an earlier renormpp, before the hidden-kernel "
+                                  f"diagnosis, resumes with kernel_diagnosis = false in the [run] table of its "
+                                  f"config.toml. Otherwise: {remedy}")
         self.state = jax.tree_util.tree_unflatten(self._treedef, saved)
         self.warm, self.n, self.seconds = int(files["warm"]), int(files["n"]), float(files["seconds"])
         for group, parts in (("draws", self._draws), ("stats", self._stats), ("warmup_draws", self._warm_draws),
