@@ -53,13 +53,16 @@ applies, how it solves, when its result holds, its predictions, and its label an
 
 The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that the theory predicts,
 :math:`K_{\rm post} = K - KGK` (Eq. (H1)), and the theory with a given kernel in place of K (the oracle test).
+:mod:`.adaptive`: a theory whose kernel adapts beyond the D x D rescaling (a saturating single-neuron tilt on
+Gaussian first-layer weights, moment-matched; issue 32, item 3); not yet a method of :data:`METHODS`: it does not
+converge at large alpha (benchmarks/README.md, adaptive.py).
 """
-from . import action, corrected, hidden, lowrank, methods, nonodd
+from . import action, adaptive, corrected, hidden, lowrank, methods, nonodd
 from .action import ConvergenceWarning, Spectrum, moments
 from .fit import Prediction, TheoryFit, solve
 from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
                       why_not)
 
 __all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvergenceWarning", "Method", "Prediction", "Spectrum", "TheoryFit",
-           "action", "applies", "corrected", "fit_or_reason", "get_method", "hidden", "lowrank", "methods", "moments",
-           "nonodd", "refit_or_none", "solve", "why_not"]
+           "action", "adaptive", "applies", "corrected", "fit_or_reason", "get_method", "hidden", "lowrank", "methods",
+           "moments", "nonodd", "refit_or_none", "solve", "why_not"]

@@ -38,8 +38,25 @@ class Prediction:
         return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
 
 
+class FitShape:
+    """The sizes of a fit with training inputs ``X`` (P, N0), order parameter ``Q`` (D, D) and width ``N1``."""
+
+    @property
+    def P(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def D(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def alpha(self) -> float:
+        """alpha = P / N1."""
+        return self.P / self.N1
+
+
 @dataclass(frozen=True)
-class TheoryFit:
+class TheoryFit(FitShape):
     """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
 
     Attributes: ``Q`` (D, D); ``converged`` (``exact`` and ``corrected``: the gradient norm reached ``gtol``;
@@ -78,19 +95,6 @@ class TheoryFit:
                 f"action={self.action:.6g}, {solved}, Q={Q})")
 
     # --- derived quantities ------------------------------------------------------------------
-    @property
-    def P(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def D(self) -> int:
-        return self.Q.shape[0]
-
-    @property
-    def alpha(self) -> float:
-        """alpha = P / N1."""
-        return self.P / self.N1
-
     @property
     def readout_overlap(self) -> np.ndarray:
         r"""Prediction for :math:`\langle v v^\top\rangle / N_1 = Q^*/\lambda_1` (paper Eq. (4)). For ``corrected`` it is

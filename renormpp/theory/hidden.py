@@ -51,14 +51,18 @@ def _check_covered(fit) -> None:
                          f"{getattr(fit.activation, 'name', fit.activation)!r}")
 
 
-def _G_tilde(fit) -> np.ndarray:
-    """:math:`V^\\top G V` of (H2), (P, P)."""
-    spec, Q = fit.spectrum, np.asarray(fit.Q)
+def tilt(spec: Spectrum, Q, T: float, lambda1: float, N1: float) -> np.ndarray:
+    """:math:`V^\top G V` of (H2), (P, P): G of (H1) in the eigenbasis V of the kernel ``spec``, at order parameter Q."""
+    Q = np.asarray(Q)
     q, U = np.linalg.eigh(Q)
-    mq = 1.0 / (fit.T + (spec.k / fit.lambda1)[:, None] * q[None, :])  # eigenvalues of M_mu in the basis U of Q
+    mq = 1.0 / (T + (spec.k / lambda1)[:, None] * q[None, :])  # eigenvalues of M_mu in the basis U of Q
     R = ((spec.Yt @ U) * mq) @ U.T  # rows r~_mu = M_mu y~_mu
     trQM = mq @ q  # tr(Q M_mu) = sum_a q_a m_mu,a
-    return (np.diag(trQM) - R @ Q @ R.T) / (fit.N1 * fit.lambda1)
+    return (np.diag(trQM) - R @ Q @ R.T) / (N1 * lambda1)
+
+
+def _G_tilde(fit) -> np.ndarray:
+    return tilt(fit.spectrum, fit.Q, fit.T, fit.lambda1, fit.N1)
 
 
 def spectrum_ratios(fit) -> np.ndarray:
