@@ -93,14 +93,15 @@ def test_each_point_measures_its_hidden_kernel_and_the_report_judges_it(sweep):
     its diagnosis against the theory's K_post, and the point's comparison.md, the report and kernel_vs_N1.png say it."""
     data = rp.datasets.synthetic(P=30, P_test=20, N0=6, D=2)
     K = rp.kernels.nngp(data.X)
+    moved = {}
     for N1 in (8, 32):
         folder = sweep / "points" / f"N1={N1}_seed=0"
         k = xr.load_dataset(folder / "kernel.nc")
         assert k.K_post.dims == ("train", "train_") and k.K_post_cross.shape == (30, 20)
         assert k.attrs["segments"] >= 3 and k.attrs["summands"] > 0
         assert np.linalg.eigvalsh(k.K_post.values)[0] > -1e-8
-        assert np.abs(k.K_post.values - K).max() < 0.5 * np.abs(K).max()
-        np.testing.assert_allclose(np.diag(k.K_post.values), np.diag(k.K_post.values).mean(), rtol=0.5)
+        assert 0 < np.diag(k.K_post.values).min() and np.diag(k.K_post.values).max() < 1  # erf features: |sigma| < 1
+        moved[N1] = np.abs(k.K_post.values - K).max()
         diag = json.loads((folder / "kernel.json").read_text())
         assert len(diag["r"]) == 10 and np.all(np.isfinite(diag["r_err"])) and diag["verdict"]
         fit = rp.theory.solve(data.X, data.Y, N1=N1, T=0.05, method="exact")
@@ -108,6 +109,7 @@ def test_each_point_measures_its_hidden_kernel_and_the_report_judges_it(sweep):
         np.testing.assert_allclose(diag["r_theory"], rp.theory.hidden.spectrum_ratios(fit)[top], rtol=1e-6)
         assert "## Hidden kernel" in (folder / "comparison.md").read_text()
         assert json.loads((folder / "result.json").read_text())["kernel"]["verdict"] == diag["verdict"]
+    assert moved[32] < moved[8]  # K_post tends to the prior kernel as N1 grows at fixed P
     text = (sweep / "report.md").read_text()
     assert "## The hidden kernel" in text and "kernel_vs_N1.png" in text
     assert mpimg.imread(sweep / "kernel_vs_N1.png").ndim == 3
