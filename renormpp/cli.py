@@ -4,6 +4,7 @@
 * ``renormpp demo`` runs the built-in sweep on a synthetic teacher (theory and sampling, a few minutes);
 * ``renormpp report OUTDIR`` rewrites the report of a sweep from its finished points;
 * ``renormpp paper FIGURE`` runs (or resumes) the sweeps of a figure of the paper and draws it;
+* ``renormpp validity-map`` samples (or resumes) the validity map and writes where each theory holds;
 * ``renormpp data fetch NAME`` downloads MNIST or CIFAR-10 (checked by MD5) where the loaders look for them.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ Finite Bayesian networks sampled with NumPyro, against their proportional-limit 
   renormpp demo              the built-in sweep on a synthetic teacher (4.5-5.5 minutes on a 2-core machine)
   renormpp report OUTDIR     rewrite the report of a sweep from its finished points
   renormpp paper FIGURE      a figure of the paper (fig1a ... fig4): its sweeps run or resumed, then drawn
+  renormpp validity-map      where each theory holds within 1% and 5%: a grid of sampled networks (resumable)
   renormpp data fetch NAME   download mnist, cifar10 or all (checked by MD5), which the paper's figures need"""
 
 EXIT_CODES = """\
@@ -70,7 +72,26 @@ def _parser() -> argparse.ArgumentParser:
     paper.add_argument("--out", help="output folder (default: renormpp-paper-SIZE; figures sharing a sweep share it)")
     paper.add_argument("--print-config", action="store_true", help="print the figure's renormpp run configs and exit")
     paper.add_argument("--series", help="with --print-config: print this series' config only")
-    for p in (run, demo, paper):
+    from .experiments.validity import SIZES as MAP_SIZES
+
+    vmap = sub.add_parser("validity-map", help="where each theory holds within 1%% and 5%%: the validity map's "
+                                               "sweeps run (or resumed), then judged",
+                          description="The validity map: finite networks sampled over a grid of alpha = P/N1 and "
+                                      "N0/P (linear and erf teachers, erf and ReLU networks) and, at the full size, "
+                                      "MNIST (0, 1) at P = 200 and 1000 and randomly projected MNIST at N0 = 12^2 and "
+                                      "28^2; each point judged against every theory and the adaptive-kernel theory, "
+                                      "with the hidden-kernel diagnosis. Writes validity.md, validity.csv and the "
+                                      "figures in OUT; run again to resume (the full size takes hours on 2 cores).",
+                          epilog=EXIT_CODES, formatter_class=fmt)
+    vmap.add_argument("--size", default="full", choices=MAP_SIZES,
+                      help="full (default: the map at P = 200 and the real data; hours), quick (a 2 x 2 grid at "
+                           "P = 40, minutes) or smoke (one point, seconds)")
+    vmap.add_argument("--out", help="output folder (default: renormpp-validity-SIZE)")
+    vmap.add_argument("--series", nargs="+", help="sample only these series (their names: --print-config)")
+    vmap.add_argument("--report-only", action="store_true", help="sample nothing: write the tables and figures "
+                                                                 "from the points finished so far")
+    vmap.add_argument("--print-config", action="store_true", help="print the map's renormpp run configs and exit")
+    for p in (run, demo, paper, vmap):
         if p is run:
             p.add_argument("--out", help="output folder (overrides run.out)")
         p.add_argument("--executor", choices=("inprocess", "process", "ray"), help="where the points run")
@@ -105,6 +126,25 @@ def _fetch(name: str, root) -> int:
     return 0
 
 
+def _validity_map(args) -> int:
+    from .experiments import validity
+
+    out = args.out if args.out is not None else validity.default_out(args.size)
+    if args.print_config:
+        from .experiments import dumps
+
+        for name, cfg in validity.configs(args.size, out).items():
+            print(f"# ---- series {name}: renormpp run config\n{dumps(cfg)}", end="")
+        return 0
+    if args.report_only:
+        folder = validity.write(out, args.size)
+    else:
+        folder = validity.run(args.size, out, executor=args.executor, workers=args.workers, address=args.address,
+                              progress=False if args.no_progress else None, only=args.series)
+    print(f"\n{(folder / 'validity.md').read_text()}\nwrote {folder / 'validity.md'} and the figures beside it")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -132,6 +172,8 @@ def main(argv=None) -> int:
                                     address=args.address, progress=False if args.no_progress else None)
                 print(f"\n{(folder / 'summary.md').read_text()}\nwrote {folder}")
             return 0
+        if args.command == "validity-map":
+            return _validity_map(args)
         if args.command == "demo" and args.print_config:
             print(experiments.dumps(demo.SIZES[args.size]), end="")
             return 0

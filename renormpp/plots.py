@@ -300,6 +300,72 @@ def kernel_vs_N1(kernels: dict, fit=None, directions: int = 3, N1_grid=None):
     return fig
 
 
+def validity_map(table, theories=("exact", "corrected", "infinite_width", "adaptive"), title: str = ""):
+    r"""One heatmap per theory over :math:`\alpha = P/N_1` (columns) and :math:`N_0/P` (rows) of one teacher and
+    network of the validity map (:mod:`renormpp.experiments.validity`): the colour is the relative deviation
+    :math:`\Delta = (\epsilon_{g,\rm MC} - \epsilon_{g,\rm th})/\epsilon_{g,\rm th}`, clipped at ±20%; the text is
+    Δ in percent and whether the theory holds within 1% (✓✓) or 5% (✓), fails at 5% (✗) or the point does not
+    decide (?); blank where the theory does not apply.
+
+    ``table``: rows of :func:`renormpp.experiments.validity.table` (one teacher and network)."""
+    plt = _plt()
+    eps = table[table.quantity == "eps_g"]
+    alphas, ratios = sorted(eps.alpha.unique()), sorted(eps.ratio.unique())
+    fig, axes = plt.subplots(1, len(theories), figsize=(3.6 * len(theories) + 1, 3.6), constrained_layout=True,
+                             squeeze=False)
+    for ax, th in zip(axes[0], theories):
+        Z = np.full((len(ratios), len(alphas)), np.nan)
+        for r in eps[eps.theory == th].itertuples():
+            i, j = ratios.index(r.ratio), alphas.index(r.alpha)
+            Z[i, j] = r.delta
+        im = ax.imshow(np.clip(100 * Z, -20, 20), cmap="RdBu_r", vmin=-20, vmax=20, origin="lower", aspect="auto")
+        for r in eps[eps.theory == th].to_dict("records"):
+            if np.isfinite(r["delta"]):
+                mark = ("✓✓" if r["within_1%"] == "holds" else "✓" if r["within_5%"] == "holds"
+                        else "✗" if r["within_5%"] == "fails" else "?")
+                ax.text(alphas.index(r["alpha"]), ratios.index(r["ratio"]), f"{100 * r['delta']:+.1f}%\n{mark}",
+                        ha="center", va="center", fontsize=8, color="w" if abs(r["delta"]) > 0.12 else "k")
+        ax.set_xticks(range(len(alphas)), [f"{a:g}" for a in alphas])
+        ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
+        ax.set_xlabel(r"$\alpha = P/N_1$")
+        ax.set_ylabel(r"$N_0/P$")
+        ax.set_title(th.replace("_", " "))
+    fig.colorbar(im, ax=axes, shrink=0.8, label=r"$\Delta$ on $\epsilon_g$ (%), clipped at ±20%")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive")):
+    r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
+    \epsilon_{g,\rm th}|/\epsilon_{g,\rm th}` against :math:`N_1`, one colour per series (e.g. randomly projected
+    MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory (as in
+    :data:`renormpp.theory.METHODS`; the adaptive theory dashed), error bars from the sampled mean's error.
+
+    ``table``: rows of :func:`renormpp.experiments.validity.table`."""
+    plt = _plt()
+    eps = table[(table.quantity == "eps_g") & table.theory.isin(theories)]
+    styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2))}
+    markers = {"exact": "o", "corrected": "s", "infinite_width": "^", "adaptive": "D"}
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
+    for i, (series, g) in enumerate(eps.groupby("series", sort=False)):
+        for th in theories:
+            h = g[(g.theory == th) & np.isfinite(g.delta)].sort_values("N1")
+            if h.empty:
+                continue
+            ax.errorbar(h.N1, 100 * h.delta.abs(), yerr=100 * h.mc_error / h.prediction.abs(), color=f"C{i}",
+                        ls=styles.get(th, "-"), marker=markers.get(th, "o"), ms=4, capsize=3,
+                        label=f"{series}: {th.replace('_', ' ')}")
+    for level in (1, 5):
+        ax.axhline(level, color="0.6", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("hidden units $N_1$")
+    ax.set_ylabel(r"$|\Delta|$ on $\epsilon_g$ (%)")
+    ax.legend(fontsize="x-small", ncols=2)
+    return fig
+
+
 def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs: int = 6):
     """Readout overlaps against N1 (supplement's overlap figure): diagonal entries on top, off-diagonal below.
 

@@ -10,7 +10,8 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"index.md": "README.md", "benchmarks.md": "benchmarks/README.md", "notebooks/index.md": "notebooks/README.md"}
-LINKS = {"](docs/architecture.md)": "](architecture.md)", "](benchmarks/README.md)": "](benchmarks.md)",
+LINKS = {"](docs/architecture.md)": "](architecture.md)", "](docs/validity.md)": "](validity.md)",
+         "](benchmarks/README.md)": "](benchmarks.md)",
          "]: ../docs/benchmark-history.md": "]: benchmark-history.md"}  # benchmarks/README's reference links
 
 

@@ -83,11 +83,12 @@ assert HAVE_MNIST == (set(eps.data) == {"synthetic", "mnist"})
 """,
     "07_validity_map.ipynb": """
 assert SIZE == "quick"
-eps = table[table.quantity == "eps_g"]
-assert len(eps) == 2 * 2 * 2 * len(rp.theory.METHODS)   # 2 activations x 2 ratios x 2 alphas, every theory
-assert eps[(eps.activation == "relu") & (eps.theory == "corrected")].prediction.isna().all()
+from renormpp.experiments.validity import THEORIES
+assert len(eps) == 2 * 2 * 2 * len(THEORIES)   # 2 activations x 2 ratios x 2 alphas, every theory
+assert eps[(eps.activation == "relu") & eps.theory.isin(["corrected", "adaptive"])].prediction.isna().all()
 assert np.isfinite(eps[eps.theory.isin(["exact", "infinite_width"])].prediction).all() and np.isfinite(eps.mc_mean).all()
-assert set(summary.theory) == {"exact", "corrected", "infinite_width"}
+assert set(summary.theory) <= set(THEORIES) and {"exact", "infinite_width"} <= set(summary.theory)
+assert (OUT / "validity.md").exists()
 """,
 }
 

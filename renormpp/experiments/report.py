@@ -37,7 +37,8 @@ def pooled_draws(folders) -> dict:
     return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in ("eps_g", "overlap")}
 
 
-def _markdown(df) -> str:
+def markdown_table(df) -> str:
+    """A DataFrame as a markdown table (no index), floats to 5 significant digits."""
     def fmt(v):
         return f"{v:.5g}" if isinstance(v, float) else str(v)
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
@@ -175,7 +176,7 @@ def report(outdir) -> Path:
         lines += ["No point finished with a working sampler: nothing to compare.", ""]
     if kernels:
         lines += kernel_section(kernels, "kernel_vs_N1.png" in figures)
-    lines += ["## Points", "", _markdown(summary), ""]
+    lines += ["## Points", "", markdown_table(summary), ""]
     return _write_report(outdir, lines, missing)
 
 
@@ -370,7 +371,7 @@ def scaling_report(outdir: Path, cfg, done) -> Path:
             z = r.delta_inf / r.delta_inf_error if r.delta_inf_error > 0 else float("nan")
             lines.append(f"| {r.quantity} | {r.theory} | {r.delta_inf:+.2%} ± {r.delta_inf_error:.2%} (z = {z:+.1f}) | "
                          f"{r.slope:+.3g} ± {r.slope_error:.2g} | {r.chi2_dof:.2g} | {r.points} |")
-        lines += ["", "## Delta per scale (seeds pooled)", "", _markdown(
+        lines += ["", "## Delta per scale (seeds pooled)", "", markdown_table(
             table[table.quantity == "eps_g"][["scale", "N1", "theory", "mc_mean", "mc_error", "prediction", "delta_rel",
                                               "delta_rel_error"]]), ""]
     missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
