@@ -177,18 +177,22 @@ def judge(delta: float, sigma: float, reliable: bool, tol: float) -> str:
     return "undecided"
 
 
-def _adaptive(data, model: dict, N1: int, cache: dict, key: str, path: Path) -> dict:
+def _adaptive(data, model: dict, N1: int, cache: dict, key: str, path: Path, compute: bool = True) -> dict:
     """eps_g and the diagonal overlaps of the adaptive-kernel theory at one point, cached in ``cache[key]`` and saved
     to ``path`` at once (20-40 damped iterations: seconds at P = 200, minutes at P = 1000)."""
     if key in cache:
         return cache[key]
+    if not compute:
+        return {"reason": "not computed yet (the map's tables were written without the adaptive theory)"}
     from ..theory import adaptive
 
     if model["activation"] not in ("erf", "tanh", "linear"):
         row = {"reason": f"the adaptive theory covers odd activations only (not {model['activation']})"}
     else:
-        fit = adaptive.solve(data.X, data.Y, N1, model["T"], model["lambda0"], model["lambda1"], model["activation"],
-                             maxiter=ADAPTIVE_MAXITER)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a non-converging iteration warns as it goes: its verdict says so
+            fit = adaptive.solve(data.X, data.Y, N1, model["T"], model["lambda0"], model["lambda1"],
+                                 model["activation"], maxiter=ADAPTIVE_MAXITER)
         row = {"eps_g": float(fit.generalization_error(data.X_test, data.Y_test)),
                "overlap": [float(x) for x in np.diag(fit.readout_overlap)], "converged": bool(fit.converged),
                "reason": "" if fit.converged else f"did not converge (relative change {fit.change:.2g})"}
@@ -210,11 +214,13 @@ def _kernel(folders) -> dict:
     return {}
 
 
-def table(out, size: str = "full") -> "pd.DataFrame":
+def table(out, size: str = "full", adaptive: bool = True) -> "pd.DataFrame":
     """One row per finished point, theory and quantity (``eps_g`` and the diagonal overlaps ``overlap[a,a]``) of
     the map in ``out``: MC mean and error, the prediction, Delta = (MC - theory)/theory, z, whether the error bar
     holds, the verdicts at 1% and 5% (:func:`judge`), the point's hidden-kernel diagnosis and where it lies
-    (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out."""
+    (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out. The adaptive theory
+    is solved once per point and kept in ``out/adaptive.json`` (seconds to minutes a point); ``adaptive=False``
+    uses only what is kept there."""
     import pandas as pd
 
     out = Path(out)
@@ -223,11 +229,11 @@ def table(out, size: str = "full") -> "pd.DataFrame":
     rows = []
     with threadpool_limits(limits=1, user_api="blas"):  # many BLAS threads on busy cores: up to 80x slower
         for name, cfg in configs(size, out).items():
-            rows += _rows(name, cfg, cache, cache_path)
+            rows += _rows(name, cfg, cache, cache_path, adaptive)
     return pd.DataFrame(rows)
 
 
-def _rows(name: str, cfg: dict, cache: dict, cache_path: Path) -> list[dict]:
+def _rows(name: str, cfg: dict, cache: dict, cache_path: Path, adaptive: bool) -> list[dict]:
     """The rows of one series (none where it has not started)."""
     folder = Path(cfg["run"]["out"])
     if not (folder / "config.toml").exists() or not any((folder / "points").glob("*/result.json")):
@@ -246,7 +252,7 @@ def _rows(name: str, cfg: dict, cache: dict, cache_path: Path) -> list[dict]:
         N1 = int(ds.attrs["N1"])
         point = dict(where, N1=N1, alpha=where["P"] / N1, ratio=where["N0"] / where["P"], draws=int(ds.attrs["draws"]),
                      **_kernel(f for r, f in sweep.done if r.get("N1") == N1))
-        ad = _adaptive(sweep.data, model, N1, cache, f"{name}/N1={N1}", cache_path)
+        ad = _adaptive(sweep.data, model, N1, cache, f"{name}/N1={N1}", cache_path, adaptive)
         for q in [str(x) for x in ds.quantity.values]:
             diagonal = q.startswith("overlap[") and q[8] == q[10]
             if q != "eps_g" and not diagonal:
@@ -331,7 +337,7 @@ def markdown(t, size: str, expected: int) -> str:
              "A theory **holds within x%** where |Δ| ≤ x% with an error bar that holds and is at most x%/2; it "
              "**fails** where |Δ| − 2σ > x%. Marks: ✓✓ within 1%, ✓ within 5%, ✓? within 5% (1% undecided), "
              "✗ fails at 5%, ? undecided; – the theory does not apply (the 1/N1 correction and the adaptive theory "
-             "for ReLU) or did not converge (the adaptive theory).", "",
+             "for ReLU), did not converge or was not computed yet (the adaptive theory).", "",
              "## Where each theory holds (ε_g)", "", *statement(t), "",
              markdown_table(holds_table(t)), ""]
     syn = eps[eps.family == "synthetic"]
@@ -380,14 +386,15 @@ def _map_name(teacher: str, activation: str) -> str:
     return f"map_{teacher}_{activation}.png"
 
 
-def write(out, size: str = "full", t=None) -> Path:
-    """validity.csv, validity.md and the figures in ``out`` from the points sampled so far; returns ``out``."""
+def write(out, size: str = "full", t=None, adaptive: bool = True) -> Path:
+    """validity.csv, validity.md and the figures in ``out`` from the points sampled so far (``adaptive``: solve the
+    adaptive theory where it is not kept yet, :func:`table`); returns ``out``."""
     import matplotlib.pyplot as plt
 
     from .. import plots
 
     out = Path(out)
-    t = table(out, size) if t is None else t
+    t = table(out, size, adaptive) if t is None else t
     if t.empty:
         raise runner.SweepError(f"no point of the validity map in {out} has finished: nothing to write")
     write_atomic(out / "validity.csv", t.to_csv(index=False))
@@ -395,7 +402,8 @@ def write(out, size: str = "full", t=None) -> Path:
     write_atomic(out / "validity.md", markdown(t, size, expected))
     syn = t[t.family == "synthetic"]
     for (teacher, act), g in syn.groupby(["teacher", "activation"], sort=False):
-        fig = plots.validity_map(g, theories=THEORIES, title=f"{teacher} teacher, {act} network, P = {g.P.iloc[0]}")
+        drawn = [th for th in THEORIES if np.isfinite(g[g.theory == th].prediction).any()]  # none for ReLU: no panel
+        fig = plots.validity_map(g, theories=drawn, title=f"{teacher} teacher, {act} network, P = {g.P.iloc[0]}")
         fig.savefig(out / _map_name(teacher, act), dpi=110)
         plt.close(fig)
     if (t.family == "real").any():
