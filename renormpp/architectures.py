@@ -15,19 +15,27 @@ An :class:`Architecture` holds
   ``renormpp run`` builds the ``[model]`` table of ``model.architecture = name`` from it
   (:mod:`renormpp.experiments.config`);
 * ``first_layer``: the site of the weights that see the input (the ``"rows"`` mass of the kinetic sampler), and
-  ``dims``: the named dimensions of its sites for ArviZ.
+  ``dims``: the named dimensions of its sites for ArviZ;
+* ``inputs``: a function ``(N0, **options)`` that refuses inputs of N0 features the network cannot take (``renormpp
+  run`` checks the data against it), and ``kernel_diagnosis``: whether :mod:`renormpp.diagnostics.kernel` (the
+  hidden kernel the fully connected theory predicts) judges this network's measured hidden kernel.
 
-The fully connected network of the paper (``"fc"``, :func:`renormpp.models.mlp`, ``depth`` hidden layers) is the one
-record today; a new architecture is one more record in :data:`ARCHITECTURES` (docs/architecture.md).
+The records: the fully connected network of the paper (``"fc"``, :func:`renormpp.models.mlp`, ``depth`` hidden
+layers) and the one-hidden-layer convolutional network (``"conv"``, :func:`renormpp.models.cnn`, options
+``image_shape`` and ``patch``; its theory :func:`renormpp.theory.solve` with ``conv=``). A new architecture is one more
+record in :data:`ARCHITECTURES` (docs/architecture.md).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Callable, Mapping
+from typing import Annotated, Callable, Mapping, Union
+
+import numpy as np
 
 from . import kernels, models, theory
 from ._checks import positive_int
-from .network import get_activation, hidden, layer_sites
+from .network import conv_hidden, get_activation, hidden, layer_sites
+from .patches import Patches
 
 
 @dataclass(frozen=True)
@@ -45,11 +53,18 @@ class Architecture:
     options: Callable[..., None]
     first_layer: Callable[..., str]
     dims: Mapping[str, list] = field(default_factory=dict)
+    inputs: Callable[..., None] = lambda N0, **options: None
+    kernel_diagnosis: bool = True
 
     def check(self, activation, **options) -> None:
         """Refuse options (with the activation) that the architecture or its theory does not cover: a ValueError
         naming the option and the fix."""
         self.options(activation=activation, **options)
+
+    def check_inputs(self, N0: int, **options) -> None:
+        """Refuse inputs of ``N0`` features that the network with these options cannot take: a ValueError naming the
+        problem and the fix."""
+        self.inputs(N0, **options)
 
 
 # ---- the fully connected network ------------------------------------------------------------------------------
@@ -85,8 +100,58 @@ FC = Architecture(name="fc", label="fully connected", model=models.mlp, model_kw
                   features=hidden, kernel=_fc_kernel, solve=_fc_solve, options=_fc_options,
                   first_layer=_fc_first_layer, dims=models.DIMS)
 
+
+# ---- the one-hidden-layer convolutional network (issue 33) ------------------------------------------------------
+def _conv_options(image_shape: Annotated[Union[int, str], "the side s of the square single-channel images, in "
+                                                           "pixels (28), or 's x s' ('28x28'): each row of X is an "
+                                                           "image, row-major, N0 = s^2"],
+                  patch: Annotated[int, "the side m of the non-overlapping square patches, a divisor of s: n_p = "
+                                        "(s/m)^2 patches, C = N1 channels (filters of m^2 weights)"],
+                  *, activation="erf") -> None:
+    Patches(image_shape, patch)
+    act = get_activation(activation)
+    if not act.odd:
+        raise ValueError(f"the convolutional network's theory is derived for odd activations (erf, tanh or linear), "
+                         f"and {act.name!r} is not odd: choose an odd activation for model.architecture = 'conv'")
+
+
+def _conv_inputs(N0, *, image_shape, patch) -> None:
+    Patches(image_shape, patch).check(N0, "the data's X")
+
+
+def _conv_model_kwargs(*, N1, T, lambda0, lambda1, activation, integrate_v, image_shape, patch) -> dict:
+    """:func:`renormpp.models.cnn`'s arguments."""
+    geometry = Patches(image_shape, patch)
+    return dict(N1=N1, image_shape=geometry.image_shape, patch=geometry.patch, activation=activation, T=T,
+                lambda0=lambda0, lambda1=lambda1, integrate_v=integrate_v)
+
+
+def _conv_solve(X, Y, *, N1, T, lambda0, lambda1, activation, method, image_shape, patch, **solver):
+    """The CNN's theory, :func:`renormpp.theory.solve` with ``conv=`` (the local order parameter over (output,
+    patch) pairs, :mod:`renormpp.theory.conv`)."""
+    geometry = Patches(image_shape, patch)
+    return theory.solve(X, Y, N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, method=method,
+                        conv=dict(image_shape=geometry.image_shape, patch=geometry.patch), **solver)
+
+
+def _conv_kernel(X1, X2=None, *, lambda0=1.0, activation="erf", image_shape, patch):
+    r"""The infinite-width CNN kernel :math:`\frac1{n_p}\sum_i K_{ii}(x, x')`: the NNGP kernel of each patch,
+    :math:`K_{ii} = \kappa(C_{ii}(x,x), C_{ii}(x',x'), C_{ii}(x,x'))` with :math:`C_{ii} = x_i\cdot x'_i/(m^2\lambda_0)`
+    (:func:`renormpp.kernels.nngp` of the patches, whose width is m²), averaged over the patches."""
+    geometry = Patches(image_shape, patch)
+    p1 = geometry.extract(np.asarray(X1, dtype=np.float64))
+    p2 = p1 if X2 is None else geometry.extract(np.asarray(X2, dtype=np.float64))
+    return sum(kernels.nngp(p1[:, i], None if X2 is None else p2[:, i], lambda0=lambda0, activation=activation)
+               for i in range(geometry.n_patches)) / geometry.n_patches
+
+
+CONV = Architecture(name="conv", label="convolutional, one hidden layer of N1 channels", model=models.cnn,
+                    model_kwargs=_conv_model_kwargs, features=conv_hidden, kernel=_conv_kernel, solve=_conv_solve,
+                    options=_conv_options, first_layer=lambda **options: "w", dims=models.CNN_DIMS,
+                    inputs=_conv_inputs, kernel_diagnosis=False)
+
 #: Every architecture, by name (``model.architecture`` in a config).
-ARCHITECTURES: dict[str, Architecture] = {FC.name: FC}
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (FC, CONV)}
 
 
 def get_architecture(name) -> Architecture:

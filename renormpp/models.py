@@ -1,5 +1,5 @@
-r"""The finite network as a NumPyro model: :func:`mlp` (L equal-width hidden layers) and the paper's network,
-:func:`one_hidden_layer` (``mlp`` at depth 1).
+r"""The finite network as a NumPyro model: :func:`mlp` (L equal-width hidden layers), the paper's network,
+:func:`one_hidden_layer` (``mlp`` at depth 1), and the one-hidden-layer convolutional network :func:`cnn`.
 
 :math:`f(x) = v\,\sigma(w x/\sqrt{N_0})/\sqrt{N_1}` (:func:`renormpp.network.forward`) with
 :math:`w \in \mathbb R^{N_1\times N_0}`, :math:`w \sim \mathcal N(0, 1/\lambda_0)`, :math:`v \in \mathbb R^{D\times N_1}`,
@@ -14,6 +14,9 @@ At depth L the hidden weights are ``w0`` (N1, N0) and ``w1 … w{L-1}`` (N1, N1)
 
 Plates name the axes, so that ``arviz.from_numpyro`` labels them (:data:`DIMS`): ``w`` (``w0``) has dims (hidden,
 input), ``w1 …`` (hidden, hidden_in), ``v`` (output, hidden), ``y`` and ``f`` (data, output).
+
+:func:`cnn` is the one-hidden-layer convolutional network (issue 33): C shared filters on the non-overlapping
+m × m patches of square images, a readout per (output, channel, patch); its dims are :data:`CNN_DIMS`.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ import numpyro.distributions as dist
 
 from . import readout
 from ._checks import positive
-from .network import ActivationLike, bias_sites, check_width, forward, get_activation, layer_sites
+from .network import ActivationLike, bias_sites, check_width, conv_hidden, forward, get_activation, layer_sites
+from .patches import Patches
 
 #: Named dimensions of each site, for ArviZ (``rp.diagnostics.to_datatree`` and ``az.from_numpyro``).
 DIMS = {"w": ["hidden", "input"], "v": ["output", "hidden"], "b": ["hidden"], "c": ["output"],
@@ -75,6 +79,37 @@ def _lambdas(lambdas, depth: int) -> tuple[float, ...]:
     return tuple(positive(f"lambdas[{i}]", float(x), "prior precision") for i, x in enumerate(lams))
 
 
+def _inputs(X, Y, D: int | None, T: float, integrate_v: bool):
+    """``(X, Y, D)`` checked: X (P, N0), Y (P, D) or None (then D must be given), T > 0, and Y where v is
+    integrated out."""
+    X = _data(X, "X")
+    Y = None if Y is None else _data(Y, "Y")
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-d array (P, N0); got shape {X.shape}")
+    P = X.shape[0]
+    if Y is not None:
+        if Y.ndim != 2 or Y.shape[0] != P:
+            raise ValueError(f"Y must have shape (P, D) = ({P}, D); got {Y.shape}")
+        if D is not None and D != Y.shape[1]:
+            raise ValueError(f"D={D} does not match Y, which has {Y.shape[1]} columns")
+        D = Y.shape[1]
+    elif D is None:
+        raise ValueError("give Y or the number of outputs D")
+    positive("T", T)
+    if integrate_v and Y is None:
+        raise ValueError("integrate_v=True needs the labels Y (it integrates v out of the likelihood)")
+    return X, Y, D
+
+
+def _likelihood(f, Y, T: float) -> None:
+    r"""The observation :math:`y \sim \mathcal N(f, T)` of the outputs f (P, D); without labels, f is recorded as the
+    deterministic site ``f``."""
+    if Y is None:
+        numpyro.deterministic("f", f)
+    with _Plates((("data", f.shape[0]), ("output", f.shape[1]))):
+        numpyro.sample("y", dist.Normal(f, np.sqrt(T)), obs=Y)
+
+
 def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf", T: float = 0.01,
         lambdas=1.0, bias: bool = False, D: int | None = None, integrate_v: bool = False):
     r"""NumPyro model of the Bayesian network with ``depth`` equal-width hidden layers (see the module docstring).
@@ -95,26 +130,12 @@ def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf
         only the hidden weights are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)`
         (:func:`renormpp.readout.log_marginal_of`). Needs Y, and no biases.
     """
-    X = _data(X, "X")
-    Y = None if Y is None else _data(Y, "Y")
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-d array (P, N0); got shape {X.shape}")
-    P, N0 = X.shape
-    if Y is not None:
-        if Y.ndim != 2 or Y.shape[0] != P:
-            raise ValueError(f"Y must have shape (P, D) = ({P}, D); got {Y.shape}")
-        if D is not None and D != Y.shape[1]:
-            raise ValueError(f"D={D} does not match Y, which has {Y.shape[1]} columns")
-        D = Y.shape[1]
-    elif D is None:
-        raise ValueError("give Y or the number of outputs D")
+    X, Y, D = _inputs(X, Y, D, T, integrate_v)
+    N0 = X.shape[1]
     N1 = check_width(N1)
     sites = layer_sites(depth)
     lams = _lambdas(lambdas, len(sites))
-    positive("T", T)
     act = get_activation(activation)
-    if integrate_v and Y is None:
-        raise ValueError("integrate_v=True needs the labels Y (it integrates v out of the likelihood)")
     if integrate_v and bias:
         raise ValueError("integrate_v=True covers networks without biases (bias=False, the paper's); "
                          "use integrate_v=False for bias=True")
@@ -130,11 +151,7 @@ def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf
         for ell, name in enumerate(bias_sites(depth)):
             params[name] = _normal(name, (("hidden", N1),), scales[ell])
         params["c"] = _normal("c", (("output", D),), scales[-1])
-    f = forward(params, X, act)
-    if Y is None:
-        numpyro.deterministic("f", f)
-    with _Plates((("data", P), ("output", D))):
-        numpyro.sample("y", dist.Normal(f, np.sqrt(T)), obs=Y)
+    _likelihood(forward(params, X, act), Y, T)
 
 
 def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", T: float = 0.01,
@@ -146,3 +163,55 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", 
     positive("lambda1", lambda1)
     return mlp(X, Y, N1=N1, depth=1, activation=activation, T=T, lambdas=(lambda0, lambda1), bias=bias, D=D,
                integrate_v=integrate_v)
+
+
+#: Named dimensions of the convolutional network's sites (:func:`cnn`; its plates name them too, so
+#: ``arviz.from_numpyro(mcmc)`` finds them without this table).
+CNN_DIMS = {"w": ["channel", "patch_pixel"], "v": ["output", "channel", "patch"], "y": ["data", "output"],
+            "f": ["data", "output"]}
+
+
+def cnn(X, Y=None, *, N1: int, image_shape, patch: int, activation: ActivationLike = "erf", T: float = 0.01,
+        lambda0: float = 1.0, lambda1: float = 1.0, D: int | None = None, integrate_v: bool = False):
+    r"""NumPyro model of the one-hidden-layer convolutional network (issue 33; Aiudi et al., Nat. Commun. 16 (2025),
+    rpacelli/deepbays' CONV_1HL).
+
+    The rows of X are square single-channel images of side s (:math:`N_0 = s^2` pixels, row-major), cut into
+    :math:`n_p = (s/m)^2` non-overlapping :math:`m\times m` patches :math:`x_i` (:class:`renormpp.patches.Patches`).
+    ``N1`` = C channels, each a filter :math:`w_c \in \mathbb R^{m^2}` shared by every patch, and a readout per
+    (output, channel, patch):
+
+    .. math::
+        h_{ci} = w_c\cdot x_i/m,\qquad
+        f_a(x) = \frac{1}{\sqrt{C n_p}}\sum_{c,i} v_{aci}\,\sigma(h_{ci}),\qquad
+        w \sim \mathcal N(0, 1/\lambda_0),\quad v \sim \mathcal N(0, 1/\lambda_1),\quad y \sim \mathcal N(f, T),
+
+    so the posterior is :math:`\propto \mathrm{prior}\cdot e^{-\mathcal L/T}` as for :func:`mlp`. Sites: ``w`` (C, m²),
+    dims (channel, patch_pixel); ``v`` (D, C, n_p), dims (output, channel, patch) (:data:`CNN_DIMS`); ``y`` and,
+    without labels, ``f`` (data, output). The features :math:`\sigma(h_{ci})` are
+    :func:`renormpp.network.conv_hidden` (feature c n_p + i), so :mod:`renormpp.readout` (the exact Gibbs draw of v,
+    v integrated out, the Rao-Blackwellized observables) serves this network as it does the fully connected one.
+    With ``patch`` = s (n_p = 1) it is :func:`one_hidden_layer` (1/m = 1/√N0).
+
+    Parameters
+    ----------
+    X : (P, s*s) images, one per row. Y : (P, D) labels, or None to predict (then ``D`` must be given).
+    N1 : the number of channels C. image_shape : the side s, (s, s) or "s x s". patch : the patch side m, a divisor of s.
+    activation, T, lambda0, lambda1, D : as for :func:`one_hidden_layer`.
+    integrate_v : integrate the readout out exactly (:func:`renormpp.readout.log_marginal_of` of the C n_p
+        features): only w is sampled. Needs Y.
+    """
+    X, Y, D = _inputs(X, Y, D, T, integrate_v)
+    geometry = Patches(image_shape, patch)
+    geometry.check(X.shape[1])
+    C = check_width(N1)
+    positive("lambda0", lambda0)
+    positive("lambda1", lambda1)
+    act = get_activation(activation)
+    w = _normal("w", (("channel", C), ("patch_pixel", geometry.patch_size)), 1.0 / np.sqrt(lambda0))
+    if integrate_v:
+        numpyro.factor("y", readout.log_marginal_of({"w": w}, X, Y, T=T, lambda1=lambda1, activation=act,
+                                                    features=conv_hidden))
+        return
+    v = _normal("v", (("output", D), ("channel", C), ("patch", geometry.n_patches)), 1.0 / np.sqrt(lambda1))
+    _likelihood(forward({"w": w, "v": v}, X, act, conv_hidden), Y, T)

@@ -13,6 +13,10 @@ with :math:`w^{(0)} \in \mathbb R^{N_1\times N_0}`, :math:`w^{(\ell)} \in \mathb
 ``w0 … w{L-1}`` at depth L > 1 (:func:`layer_sites`); optional hidden biases ``b`` (``b0 …``) add to the
 pre-activations and an output bias ``c`` to f.
 
+The one-hidden-layer convolutional network (issue 33) has the features :func:`conv_hidden`,
+:math:`\sigma(w_c\cdot x_i/m)` of C shared m × m filters on the n_p non-overlapping patches of square images, and
+the same readout, :math:`f = v\,\phi/\sqrt{C n_p}` (:func:`forward` takes any architecture's features).
+
 Every activation is one :class:`Activation` in :data:`ACTIVATIONS`: its JAX function (used by the models,
 observables and the readout), its NNGP kernel map :math:`\kappa(C_{11}, C_{22}, C_{12}) = \mathbb E[\sigma(h_1)
 \sigma(h_2)]` for :math:`(h_1, h_2) \sim \mathcal N(0, C)` (paper Eq. (2); closed form, or Gauss-Hermite
@@ -28,6 +32,7 @@ They are evaluated with ``arctan2`` of a sine computed from a determinant, which
 """
 from __future__ import annotations
 
+import math
 import re
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -37,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .patches import Patches
 
 
 # ---- kernel maps -----------------------------------------------------------------------------------------------
@@ -243,12 +249,46 @@ def hidden(params: dict, X, activation: ActivationLike = "erf"):
     return h
 
 
+def conv_geometry(N0: int, patch_pixels: int):
+    """The :class:`renormpp.patches.Patches` of a one-hidden-layer CNN read off its shapes: square images of
+    ``N0`` = s² pixels and filters of ``patch_pixels`` = m² weights; a ValueError where either is not a square."""
+    side, m = math.isqrt(int(N0)), math.isqrt(int(patch_pixels))
+    if side * side != N0:
+        raise ValueError(f"X has {N0} columns, which is not a square image (side x side pixels, row-major): the "
+                         "convolutional network takes square single-channel images")
+    if m * m != patch_pixels:
+        raise ValueError(f"the filters w have {patch_pixels} columns, which is not a square patch (m x m pixels)")
+    return Patches(side, m)
+
+
+def conv_hidden(params: dict, X, activation: ActivationLike = "erf"):
+    r"""Features of a one-hidden-layer convolutional network, shape (P, C n_p), of one draw ``params`` (issue 33).
+
+    The images (rows of X, :math:`N_0 = s^2` pixels) are cut into :math:`n_p = (s/m)^2` non-overlapping
+    :math:`m\times m` patches :math:`x_i` (:class:`renormpp.patches.Patches`); filter :math:`w_c` (row c of ``w``,
+    (C, m²)) is shared by every patch:
+
+    .. math::
+        h_{ci}(x) = w_c\cdot x_i/m,\qquad \phi_{c\,n_p + i}(x) = \sigma(h_{ci}(x))
+
+    (channel-major: feature c n_p + i). The readout :math:`f(x) = v\,\phi(x)/\sqrt{C n_p}` (:func:`forward`) takes
+    v as (D, C, n_p) or (D, C n_p). The geometry is read off the shapes (:func:`conv_geometry`), as :func:`hidden`
+    reads the depth off ``params``.
+    """
+    w = params["w"]
+    geometry = conv_geometry(X.shape[-1], w.shape[-1])
+    h = jnp.einsum("pik,ck->pci", geometry.extract(X), w) / geometry.patch
+    return get_activation(activation).fn(h).reshape(X.shape[0], -1)
+
+
 def forward(params: dict, X, activation: ActivationLike = "erf", features: Callable = hidden):
     r"""Network outputs :math:`f(X) = v\,\phi(X)/\sqrt{n}\,[+\,c]` of shape (P, D) for one draw ``params``:
     :math:`\phi = h^{(L)}` (:func:`hidden`, n = N1) for the fully connected network, or another architecture's
-    ``features`` (:mod:`renormpp.architectures`)."""
+    ``features`` (:mod:`renormpp.architectures`; :func:`conv_hidden`, n = C n_p). The readout ``v`` is (D, n), or
+    (D, ...) with n entries per output (the CNN's (D, C, n_p))."""
     v = params["v"]
-    f = features(params, X, activation) @ v.T / np.sqrt(v.shape[-1])
+    phi = features(params, X, activation)
+    f = phi @ v.reshape(v.shape[0], -1).T / np.sqrt(phi.shape[-1])
     if "c" in params:
         f = f + params["c"]
     return f

@@ -5,7 +5,7 @@ Each constructor returns a function ``fn(params) -> value`` of one draw (a dict 
 * :func:`eps_g`: the generalization error of the draw on a test set,
   :math:`\epsilon_g = \frac{1}{P_0}\sum_i \|y_0^i - f(x_0^i)\|^2` (the paper's generalization loss, below Eq. (3));
 * :func:`overlap`: the readout overlaps :math:`v v^\top / N_1`, (D, D) (paper Eq. (4) predicts their mean,
-  :math:`Q^*/\lambda_1`);
+  :math:`Q^*/\lambda_1`; for the CNN :math:`v v^\top/(C n_p)`);
 * :func:`combine`: several of them as one function returning a dict; :func:`default` is the paper's pair;
 * :func:`hidden_sums`: the hidden layer's kernel :math:`\sigma(h)\sigma(h)^\top/N_1` on the train and test inputs
   and the first layer's :math:`w^\top w/N_1`, too large to keep per draw: summed over draws by
@@ -52,10 +52,12 @@ def eps_g(X_test, Y_test, activation: ActivationLike = "erf", features: Callable
 
 
 def overlap() -> Callable:
-    """The readout overlaps v v^T / N1 of one draw, shape (D, D)."""
+    """The readout overlaps v v^T / n of one draw, shape (D, D), n the number of features the readout sees: N1 for the
+    fully connected network; C n_p for the convolutional one, whose v (D, C, n_p) is flattened, so that its overlap is
+    the mean over patches of the local overlaps v_{a,.,i} . v_{b,.,i} / C (:mod:`renormpp.readout`'s normalization)."""
 
     def fn(params):
-        v = params["v"]
+        v = params["v"].reshape(params["v"].shape[0], -1)
         return v @ v.T / v.shape[-1]
 
     return fn

@@ -12,21 +12,35 @@ pre-activations are :math:`h_{ci} = w_c \cdot x_i / m` (one filter :math:`w_c` p
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping, Union
 
 from ._checks import positive_int
 
 
+def _shape(image_shape) -> tuple:
+    """``image_shape`` as a tuple: the side s (an int) is (s, s); a string "s" or "s x s" (``"28x28"``, as a config
+    writes it) is read; anything else is taken as a sequence."""
+    if isinstance(image_shape, str):
+        sides = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+)\s*)?", image_shape)
+        if sides is None:
+            raise ValueError(f"image_shape = {image_shape!r} is not an image shape: give the side in pixels (28) or "
+                             "'side x side' ('28x28')")
+        return tuple(int(g or sides.group(1)) for g in sides.groups())
+    return tuple(image_shape) if hasattr(image_shape, "__len__") else (image_shape,) * 2
+
+
 @dataclass(frozen=True)
 class Patches:
-    """Square images of shape ``image_shape`` = (s, s) cut into non-overlapping ``patch`` x ``patch`` patches."""
+    """Square images of shape ``image_shape`` = (s, s) (or the side s, or ``"s x s"``) cut into non-overlapping
+    ``patch`` x ``patch`` patches."""
 
     image_shape: tuple
     patch: int
 
     def __post_init__(self):
-        shape = tuple(self.image_shape) if not isinstance(self.image_shape, int) else (self.image_shape,) * 2
+        shape = _shape(self.image_shape)
         if len(shape) != 2:
             raise ValueError(f"image_shape must be (side, side) for square single-channel images; got {shape}")
         s = tuple(positive_int("image_shape", v, "image side in pixels") for v in shape)

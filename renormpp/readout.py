@@ -25,6 +25,11 @@ Everything costs one :math:`P\times P` Cholesky factor (inverted: :func:`cholesk
 :math:`O(P^2 N_1)`. Averaging the conditional expectations over draws of w (Rao-Blackwellization) never has a
 larger variance than averaging the observables of draws of (w, v); sampling w from its marginal
 (``one_hidden_layer(..., integrate_v=True)``) removes the slow coupling between w and v altogether.
+
+Nothing here depends on what the features are: :math:`N_1` stands for their number n, the width of the last hidden
+layer for the fully connected network and :math:`C n_p` (channels times patches) for the convolutional one
+(:func:`renormpp.network.conv_hidden`). So the overlap is :math:`v v^\top/n` for any architecture, for the CNN the
+mean over patches of the local overlaps :math:`v_{a,\cdot,i}\cdot v_{b,\cdot,i}/C`.
 """
 from __future__ import annotations
 
@@ -194,7 +199,7 @@ _log_evidence.defvjp(_log_evidence_fwd, _log_evidence_bwd)
 
 
 def expected_overlap(cond: Conditional):
-    r""":math:`E[v v^\top/N_1\,|\,w]`, (D, D)."""
+    r""":math:`E[v v^\top/n\,|\,w]`, (D, D), n the number of features (N1; C n_p for the CNN)."""
     P, N1 = cond.phi.shape
     tr = P - cond.T * jnp.sum(cond.L_inv**2)  # tr C^{-1}K = P - T tr C^{-1}
     D = cond.dual_coef.shape[-1]
@@ -299,7 +304,7 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "er
             raise ValueError("gibbs_fn covers networks without an output bias c (the paper's): with c, v | w is not "
                              "this conditional; sample v with w for a model with bias=True")
         x, y = _as_dtype((X, Y), gibbs_sites["v"])
-        return {"v": draw_readout(rng_key, hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation,
-                                  features=features)}
+        v = draw_readout(rng_key, hmc_sites, x, y, T=T, lambda1=lambda1, activation=activation, features=features)
+        return {"v": v.reshape(gibbs_sites["v"].shape)}  # (D, n), or the model's own shape of v (the CNN's (D, C, n_p))
 
     return update

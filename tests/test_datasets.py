@@ -3,6 +3,7 @@ where present, downloads from a loopback HTTP server, and the synthetic sets aga
 import functools
 import gzip
 import hashlib
+import inspect
 import io
 import math
 import pickle
@@ -402,6 +403,22 @@ def test_projected_mnist_is_relu_of_one_gaussian_projection(tmp_path):
     np.testing.assert_array_equal(d.X, again.X)
     assert not np.array_equal(d.X, other.X)
     assert d.metadata["N0"] == 7 and d.metadata["N0_original"] == 30
+
+
+def test_every_loader_takes_its_config_table(tmp_path):
+    """A [data] table of each loader resolves and loads through renormpp run's path (projected_mnist's table once
+    passed its **kwargs on as a key: every run of it failed)."""
+    from renormpp.experiments.config import LOADERS, resolve
+    from renormpp.experiments.stages import load_data
+
+    write_mnist(tmp_path)
+    cfg = resolve({"data": {"name": "projected_mnist", "N0": 7, "P": 6, "P_test": 4, "root": str(tmp_path)},
+                   "model": {"N1": 4}, "run": {"out": str(tmp_path / "out")}})
+    d = load_data(cfg.data)
+    np.testing.assert_array_equal(d.X, rp.datasets.projected_mnist(N0=7, P=6, P_test=4, root=tmp_path).X)
+    for name, loader in LOADERS.items():
+        fields = set(type(resolve({"data": {"name": name}, "model": {"N1": 4}, "run": {"out": "x"}}).data).model_fields)
+        assert fields - {"name"} <= set(inspect.signature(loader).parameters), name
 
 
 # ---------------------------------------------------------------- the real files

@@ -279,12 +279,12 @@ def mnist(classes=(0, 1), P: int = 1000, P_test: int = 1000, *, root=None, seed:
                     source=str(where), **recipes[preprocessing])
 
 
-def projected_mnist(N0: int = 144, classes=(0, 1), P: int = 1000, P_test: int = 1000, *, seed: int = 0,
-                    **mnist_kwargs) -> Dataset:
+def projected_mnist(N0: int = 144, classes=(0, 1), P: int = 1000, P_test: int = 1000, *, root=None, seed: int = 0,
+                    preprocessing: str = "supplement", download: bool = False) -> Dataset:
     r"""Randomly projected MNIST (supplement): :math:`x_{proj} = \mathrm{ReLU}(\Pi x/\sqrt{\tilde N_0})`.
 
-    ``x`` are the normalized MNIST inputs of :func:`mnist` (same ``classes``, ``P``, ``P_test``, ``seed`` and
-    ``mnist_kwargs``: ``root``, ``preprocessing``, ``download``), :math:`\tilde N_0 = 784`, and
+    ``x`` are the normalized MNIST inputs of :func:`mnist` (same ``classes``, ``P``, ``P_test``, ``root``, ``seed``,
+    ``preprocessing`` and ``download``), :math:`\tilde N_0 = 784`, and
     :math:`\Pi \in \mathbb R^{N_0\times\tilde N_0}` has standard normal entries drawn by
     ``numpy.random.default_rng([seed, 1]).standard_normal((N0, 784))``; the same :math:`\Pi` maps train and
     test. Labels stay one-hot. The supplement (Fig. S1) uses N0 = 12² and 28² with D = 2.
@@ -293,7 +293,7 @@ def projected_mnist(N0: int = 144, classes=(0, 1), P: int = 1000, P_test: int = 
     :math:`\Pi x/\sqrt{\tilde N_0}` has about unit variance before the ReLU. No normalization after it.
     """
     check_positive_ints(N0=N0)
-    data = mnist(classes, P, P_test, seed=seed, **mnist_kwargs)
+    data = mnist(classes, P, P_test, root=root, seed=seed, preprocessing=preprocessing, download=download)
     Pi = np.random.default_rng([seed, 1]).standard_normal((N0, data.X.shape[1]))
     project = lambda X: np.maximum(X @ Pi.T / np.sqrt(Pi.shape[1]), 0.0)  # noqa: E731
     meta = dict(data.metadata, N0=N0, N0_original=data.X.shape[1],

@@ -8,26 +8,45 @@ import numpy as np
 from ..mcstats import describe_sampler
 
 
-def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None = None):
+def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None = None, dims: dict | None = None):
     """An ArviZ DataTree with named dimensions from ``numpyro.infer.MCMC`` or a dict of samples.
 
     Dims: w (hidden, input), v (output, hidden), b (hidden), c (output), f (data, output), eps_g (),
-    overlap (output, output_) (:data:`renormpp.models.DIMS`, :data:`renormpp.observables.DIMS`). A dict must have
-    leading (chain, draw) axes (``get_samples(group_by_chain=True)``); ``sample_stats`` (a dict with the same
-    leading axes) becomes the ``sample_stats`` group.
+    overlap (output, output_) (:data:`renormpp.models.DIMS`, :data:`renormpp.observables.DIMS`); the convolutional
+    network's w (channel, patch_pixel) and v (output, channel, patch) (:data:`renormpp.models.CNN_DIMS`). From an
+    ``MCMC`` the model's sites take the names of its plates (as ArviZ infers them); a dict's sites take ``dims``
+    (default: the fully connected network's, :data:`renormpp.models.DIMS`, or the CNN's where v has one axis more
+    than w; or an architecture record's ``dims``). A dict must have leading (chain, draw) axes
+    (``get_samples(group_by_chain=True)``); ``sample_stats`` (a dict with the same leading axes) becomes the
+    ``sample_stats`` group.
     """
     import arviz as az
 
-    from ..models import DIMS as MODEL_DIMS
+    from ..models import CNN_DIMS, DIMS as MODEL_DIMS
     from ..observables import DIMS as OBS_DIMS
 
-    dims = {**MODEL_DIMS, **OBS_DIMS}
     if isinstance(source, dict):
         groups = {"posterior": {k: np.asarray(v) for k, v in source.items()}}
+        post = groups["posterior"]
+        if dims is None and "w" in post and "v" in post and post["v"].ndim == post["w"].ndim + 1:
+            dims = CNN_DIMS  # v (D, C, n_p) of the convolutional network
+        named = {**MODEL_DIMS, **OBS_DIMS, **(dims or {})}
         if sample_stats is not None:
             groups["sample_stats"] = {k: np.asarray(v) for k, v in sample_stats.items()}
-        return az.from_dict(groups, dims={k: v for k, v in dims.items() if k in groups["posterior"]}, coords=coords)
-    return az.from_numpyro(source, dims=dims, coords=coords)
+        return az.from_dict(groups, dims={k: v for k, v in named.items() if k in groups["posterior"]}, coords=coords)
+    named = {**_plate_dims(source, MODEL_DIMS), **OBS_DIMS, **(dims or {})}
+    return az.from_numpyro(source, dims=named, coords=coords)
+
+
+def _plate_dims(mcmc, default: dict) -> dict:
+    """The dims of the model's sites named by its plates, as ArviZ infers them (it does not where it is given
+    ``dims``, which the recorded observables need); ``default`` where the model cannot be traced."""
+    try:
+        from arviz_base.io_numpyro import infer_dims
+
+        return infer_dims(mcmc.sampler.model, mcmc._args, mcmc._kwargs)
+    except Exception:  # an older ArviZ, or a kernel without a model (a potential_fn)
+        return default
 
 
 def _observable_draws(source, fit, X_test, Y_test) -> dict:

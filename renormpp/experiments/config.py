@@ -16,6 +16,8 @@ pydantic models.
     lambda0 = 1.0
     lambda1 = 1.0
     activation = "erf"
+    architecture = "fc"     # fc (depth = 1 by default) | conv: the one-hidden-layer CNN, N1 channels, with its keys
+                            # image_shape = "28x28" (or 28) and patch = 7 (the data's N0 must be 28 * 28)
 
     [sampler]
     kind = "mala"           # kinetic | ula | mala | nuts; each kind has its own keys
@@ -77,7 +79,7 @@ def _data_table(name: str, loader) -> type[_Table]:
     hints = typing.get_type_hints(loader)
     fields: dict[str, Any] = {"name": (Literal[name], name)}
     for p in inspect.signature(loader).parameters.values():
-        if p.name == "download":
+        if p.name == "download" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
         default = list(p.default) if isinstance(p.default, tuple) else p.default
         kind = hints.get(p.name, Any)
@@ -122,6 +124,14 @@ class _Model(_Table):
         return self
 
 
+def _field_type(kind):
+    """The config's field type of an option's annotation: int, float, bool (alone or in a Union) as the checked types
+    that say what they allow."""
+    if typing.get_origin(kind) is Union:
+        return Union[tuple(map(_field_type, typing.get_args(kind)))]
+    return {int: Count, float: Positive, bool: Flag, str: Text}.get(kind, kind)
+
+
 def _model_table(arch, point: bool) -> type[_Table]:
     """The [model] table of ``arch``: the common keys and the options its record declares (their annotated types,
     defaults and descriptions, :class:`renormpp.architectures.Architecture`)."""
@@ -135,8 +145,9 @@ def _model_table(arch, point: bool) -> type[_Table]:
         kind, meta = hints.get(p.name, Any), ()
         if typing.get_origin(kind) is Annotated:
             kind, *meta = typing.get_args(kind)
-        kind = {int: Count, float: Positive, bool: Flag}.get(kind, kind)
-        fields[p.name] = (kind, Field(p.default, description=" ".join(m for m in meta if isinstance(m, str)) or None))
+        kind = _field_type(kind)
+        default = ... if p.default is p.empty else p.default  # an option without a default is a required key
+        fields[p.name] = (kind, Field(default, description=" ".join(m for m in meta if isinstance(m, str)) or None))
     name = f"{arch.name.title().replace('_', '')}{'Point' if point else ''}Model"
     cls = create_model(name, __base__=_Model, __module__=__name__, __doc__=f"[model] of architecture = {arch.name!r}: "
                        f"{arch.label}.", **fields)
@@ -426,7 +437,10 @@ def _describe(kind) -> str | None:
         expect = (getattr(meta, "json_schema_extra", None) or {}).get("expect")
         if expect:
             return f"expected {expect}"
-    return next((d for d in map(_describe, typing.get_args(kind)) if d), None)
+    described = [d for d in map(_describe, typing.get_args(kind)) if d]
+    if typing.get_origin(kind) is Union and len(described) > 1:  # "expected an integer >= 1 or a non-empty string"
+        return "expected " + " or ".join(d.removeprefix("expected ") for d in described)
+    return described[0] if described else None
 
 
 def _allowed(field) -> str:
@@ -437,14 +451,15 @@ def _allowed(field) -> str:
 def _message(e: dict, raw: dict) -> str:
     """One pydantic error as a sentence that names the key, the bad value and what is allowed."""
     loc = [str(x) for x in e["loc"]]
+    table = loc[0] if loc else ""
+    tagged = table in ("data", "sampler") or (table == "model" and len(MODEL_TABLES) > 1)
+    if tagged and len(loc) > 1 and e["type"] != "union_tag_invalid":
+        loc = [table] + loc[2:]  # drop the union tag (the loader's name, the sampler's kind, the architecture)
     if e["type"] == "value_error":  # a check of ours: of one key (say which), or of the whole table (says it)
         return f"{'.'.join(loc[:2])} = {e['input']!r} is not allowed: {e['ctx']['error']}" if loc else str(e["ctx"]["error"])
-    table = loc[0]
     if e["type"] == "union_tag_invalid":  # data.name or sampler.kind
         key = f"{table}.{e['ctx']['discriminator'].strip(chr(39))}"
         return f"{key} = {e['ctx']['tag']!r} is not allowed: choose one of {e['ctx']['expected_tags']}"
-    if (table in ("data", "sampler") or (table == "model" and len(MODEL_TABLES) > 1)) and len(loc) > 1:
-        loc = [table] + loc[2:]  # drop the union tag (the loader's name, the sampler's kind, the architecture)
     key = ".".join(loc[:2])
     cls = _table_class(raw, table)
     if e["type"] == "extra_forbidden":

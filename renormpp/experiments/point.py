@@ -35,7 +35,7 @@ def run_point(point: config_mod.PointConfig, folder, *, progress: bool = True) -
     store.write("config.toml", point.dumps())
     store.write_json("versions.json", stages.versions())
     label = f"N1={point.model.N1} seed={point.run.seed}"
-    data = stages.load_data(point.data)
+    data = stages.load_data(point.data, point.model)
     fit = stages.solve_theory(point.model, data)
     store.write_json("theory.json", stages.theory_results(fit, data))
     sampled = stages.sample(point, data, store, progress=progress, label=label)

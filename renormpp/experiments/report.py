@@ -154,8 +154,7 @@ def report(outdir) -> Path:
     missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
     lines = [f"# renormpp sweep: {data.name}", "",
              f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
-             f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, activation={m.activation}"
-             + "".join(f", {k}={v}" for k, v in _non_default_options(m).items()) + "; "
+             f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, {network_described(m)}; "
              f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method. A theory agrees with the "
              f"sampled mean where |z| < {diagnostics.Z_AGREE:g} and the error bar holds; otherwise the verdict gives "
              "the relative deviation Delta and z.", ""]
@@ -209,6 +208,14 @@ def _span(rows, key) -> str:
     first, last = rows[0], rows[-1]
     one = lambda r: f"{_percent(r[key])} (z {r['z_' + key]:+.1f}) at N1 = {r['N1']:g}"  # noqa: E731
     return one(first) if len(rows) == 1 else f"{one(first)} to {one(last)}"
+
+
+def network_described(model) -> str:
+    """The network in a report's header: the activation, the architecture's label and its own options that differ from
+    their defaults (all of them where they have none: the convolutional network's image shape and patch)."""
+    arch = stages.architecture(model)
+    options = "".join(f", {k}={v}" for k, v in _non_default_options(model).items())
+    return f"activation={model.activation}; network: {arch.label} (architecture={arch.name}{options})"
 
 
 def _non_default_options(model) -> dict:
@@ -342,7 +349,7 @@ def scaling_report(outdir: Path, cfg, done) -> Path:
     lines = [f"# renormpp finite-size scaling: {cfg.data.name}", "",
              f"alpha = P/N1 = {cfg.data.P / cfg.model.N1[0]:g} fixed; scales {cfg.scaling.scales} (P = s x {cfg.data.P}, "
              f"N1 = s x {cfg.model.N1[0]}" + (f", N0 = s x {cfg.data.N0}" if cfg.scaling.grow_N0 else "") +
-             f"); T={cfg.model.T:g}, activation={cfg.model.activation}; sampler {cfg.sampler.kind}. Delta = MC - "
+             f"); T={cfg.model.T:g}, {network_described(cfg.model)}; sampler {cfg.sampler.kind}. Delta = MC - "
              "theory, relative to the theory, fitted as Delta = Delta_inf + c / N1 (weighted least squares; errors "
              "scaled by sqrt(chi2/dof) where that exceeds 1).", ""]
     failed = [(r, f) for r, f in done if r.get("status", "ok") != "ok"]

@@ -60,7 +60,7 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
                                                                              "scaling.scales"),
                       remedy="choose another run.out (only N1, seeds and the run options may change when a run is "
                              "resumed or extended)")
-    stages.load_data(cfg.data)  # fail now, not in every point, when the data cannot be loaded
+    stages.load_data(cfg.data, cfg.model)  # fail now, not in every point, when the data cannot be loaded or used
     writable_folder(outdir)
     with FolderLock(outdir):
         write_atomic(outdir / "config.toml", cfg.dumps())

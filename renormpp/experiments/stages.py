@@ -23,12 +23,26 @@ from .store import PointStore
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
-def load_data(data_cfg):
-    """The data set of a config's ``[data]`` table; loader errors become ConfigErrors naming the table."""
+def load_data(data_cfg, model=None):
+    """The data set of a config's ``[data]`` table; loader errors become ConfigErrors naming the table. With the
+    ``[model]`` table, inputs its architecture cannot take (a convolutional network's images of another shape) are a
+    ConfigError too."""
     try:
-        return config_mod.LOADERS[data_cfg.name](**config_mod.loader_options(data_cfg))
+        data = config_mod.LOADERS[data_cfg.name](**config_mod.loader_options(data_cfg))
     except (ValueError, TypeError) as err:
         raise config_mod.ConfigError(f"[data] name = {data_cfg.name!r}: {err}") from err
+    if model is not None:
+        try:
+            architecture(model).check_inputs(data.X.shape[1], **model.options())
+        except ValueError as err:
+            raise config_mod.ConfigError(f"[data] name = {data_cfg.name!r} gives inputs of N0 = {data.X.shape[1]} "
+                                         f"features, which model.architecture = {model.architecture!r} with "
+                                         f"{_described(model.options())} cannot take: {err}") from err
+    return data
+
+
+def _described(options: dict) -> str:
+    return ", ".join(f"model.{k} = {v!r}" for k, v in options.items()) or "its defaults"
 
 
 def versions() -> dict:
@@ -96,7 +110,7 @@ def sampler_parts(point, data) -> Parts:
                                        features=arch.features)
     else:
         record = observables.default(*test, m.activation, arch.features)
-    if point.run.kernel_diagnosis:  # the weights go on to the kernel's Accumulator (kernel_accumulator)
+    if measures_kernel(point):  # the weights go on to the kernel's Accumulator (kernel_accumulator)
         record = observables.with_hidden(record)
     gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation, features=arch.features)
              if s.v_sampling == "gibbs" else None)
@@ -114,6 +128,12 @@ def make_sampler(point, data):
 KERNEL_CELLS = 16
 
 
+def measures_kernel(point) -> bool:
+    """Whether the point measures the posterior's hidden kernel: ``run.kernel_diagnosis``, for an architecture whose
+    hidden kernel the theory predicts (its record's ``kernel_diagnosis``: the fully connected network)."""
+    return bool(point.run.kernel_diagnosis and architecture(point.model).kernel_diagnosis)
+
+
 def kernel_accumulator(point, data):
     """The :class:`renormpp.infer.Accumulator` of the posterior's hidden kernel (``run.kernel_diagnosis``), or None:
     the summands of :func:`renormpp.observables.hidden_sums`, at every ``thin``-th draw, ``thin`` chosen so that
@@ -121,7 +141,7 @@ def kernel_accumulator(point, data):
     from .. import observables
     from ..infer import Accumulator
 
-    if not point.run.kernel_diagnosis:
+    if not measures_kernel(point):
         return None
     m, arch = point.model, architecture(point.model)
     (P, N0), P0 = data.X.shape, data.X_test.shape[0]

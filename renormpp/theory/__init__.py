@@ -47,6 +47,12 @@ Beyond leading order and beyond odd activations: :mod:`.corrected` (the leading 
 ``method="corrected"``), :mod:`.nonodd` (activations with a mean feature, ReLU: two order parameters), both as a
 block-diagonal system plus a low-rank term (:mod:`.lowrank`).
 
+**Convolutional networks** (one hidden layer of C channels of shared m x m filters on non-overlapping patches, D
+outputs; Aiudi et al., Nat. Commun. 16 (2025)): ``solve(..., conv=dict(image_shape=(s, s), patch=m))``. The order
+parameter couples (output, patch) pairs, a :math:`D n_p \times D n_p` matrix, and renormalizes the patch kernels
+:math:`K_{ij}` locally, :math:`A = T + \sum_{ij} Q_{(ai),(bj)} K_{ij}/(\lambda_1 n_p)`; n_p = 1 is the theory above.
+The derivation, equations (C1)-(C10), and the fit, :class:`~.conv.ConvFit`, are in :mod:`.conv`.
+
 The methods are one table, :data:`METHODS` (:mod:`.methods`): a :class:`Method` record per method says where it
 applies, how it solves, when its result holds, its predictions, and its label and line style in the figures.
 :func:`fit_or_reason` gives a method at a fit, or why it does not apply there.
@@ -57,12 +63,13 @@ The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that t
 Gaussian first-layer weights, moment-matched; issue 32, item 3); not yet a method of :data:`METHODS`: it does not
 converge at large alpha (benchmarks/README.md, adaptive.py).
 """
-from . import action, adaptive, corrected, hidden, lowrank, methods, nonodd
+from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd
 from .action import ConvergenceWarning, Spectrum, moments
+from .conv import ConvFit
 from .fit import Prediction, TheoryFit, solve
 from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
                       why_not)
 
-__all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvergenceWarning", "Method", "Prediction", "Spectrum", "TheoryFit",
-           "action", "adaptive", "applies", "corrected", "fit_or_reason", "get_method", "hidden", "lowrank", "methods",
-           "moments", "nonodd", "refit_or_none", "solve", "why_not"]
+__all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvFit", "ConvergenceWarning", "Method", "Prediction", "Spectrum",
+           "TheoryFit", "action", "adaptive", "applies", "conv", "corrected", "fit_or_reason", "get_method", "hidden",
+           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "solve", "why_not"]

@@ -97,7 +97,8 @@ from .._checks import data_pair, matrix, positive as _positive, positive_int
 from ..network import get_activation
 from . import hidden
 from .action import ConvergenceWarning, Spectrum, moments
-from .fit import FitShape, Prediction, _solve_spectrum
+from .fit import _solve_spectrum
+from .prediction import FitShape, Prediction
 
 
 # ----------------------------------------------------------------------------------------------
@@ -347,14 +348,6 @@ class AdaptiveFit(FitShape):
             means.append(mean)
             covs.append(np.einsum("ia,pa,ja->pij", U, s, U))
         return Prediction(mean=np.concatenate(means), cov=np.concatenate(covs))
-
-    def generalization_error(self, X0, Y0) -> float:
-        r""":math:`\epsilon_g`: the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma`."""
-        X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
-        if Y0.shape[1] != self.D:
-            raise ValueError(f"Y0 has D={Y0.shape[1]} outputs but the training labels have D={self.D}")
-        pred = self.predict(X0)
-        return float(np.mean(np.sum((Y0 - pred.mean) ** 2, axis=1) + np.einsum("pdd->p", pred.cov)))
 
     def kernel_ratios(self, n: int = 10, K_post=None) -> np.ndarray:
         r""":math:`r_k = u_k^\top K_{\rm post} u_k / k_k` on the top ``n`` eigendirections u_k of the NNGP K (largest

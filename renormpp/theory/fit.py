@@ -6,55 +6,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import kernels
-from .._checks import data_pair, matrix, positive as _positive, positive_int
+from .._checks import data_pair, positive as _positive, positive_int
 from ..network import ActivationLike, get_activation
-from . import nonodd
+from . import conv as conv_theory, nonodd
 from .action import Spectrum, _terms
 from .methods import Problem, check_applies, get_method
+from .prediction import FitShape, Prediction
 
 
 # ----------------------------------------------------------------------------------------------
 # results
 # ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Prediction:
-    r"""Gaussian posterior of the network outputs at test points (supplement, eq:SM_bias and eq:SM_var).
-
-    ``mean`` (P0, D) is :math:`\Gamma`, ``cov`` (P0, D, D) is :math:`\Sigma` (variance of f, without the
-    observation noise T).
-    """
-
-    mean: np.ndarray
-    cov: np.ndarray
-
-    @property
-    def var(self) -> np.ndarray:
-        """Per-output predictive variances, the diagonal of ``cov``, shape (P0, D)."""
-        return np.einsum("pdd->pd", self.cov)
-
-    @property
-    def cov_eigvals(self) -> np.ndarray:
-        """Eigenvalues of each covariance, (P0, D), clipped at 0 against round-off."""
-        return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
-
-
-class FitShape:
-    """The sizes of a fit with training inputs ``X`` (P, N0), order parameter ``Q`` (D, D) and width ``N1``."""
-
-    @property
-    def P(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def D(self) -> int:
-        return self.Q.shape[0]
-
-    @property
-    def alpha(self) -> float:
-        """alpha = P / N1."""
-        return self.P / self.N1
-
-
 @dataclass(frozen=True)
 class TheoryFit(FitShape):
     """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
@@ -137,12 +99,6 @@ class TheoryFit(FitShape):
                                self.method if method is None else method, depth=self.depth, **solver_options)
 
     # --- predictions -----------------------------------------------------------------------------
-    def _test_inputs(self, X0) -> np.ndarray:
-        X0 = matrix(X0, "X0", "P0", "N0 features")
-        if X0.shape[1] != self.X.shape[1]:
-            raise ValueError(f"X0 has {X0.shape[1]} features but the training inputs have {self.X.shape[1]}")
-        return X0
-
     def predict(self, X0, batch_size: int = 4096) -> Prediction:
         """Predictive mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of X0."""
         X0 = self._test_inputs(X0)
@@ -161,41 +117,14 @@ class TheoryFit(FitShape):
         kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, **kw)
         return kappa, kernels.nngp_diag(X0, **kw)
 
-    def generalization_error(self, X0, Y0) -> float:
-        r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
-        X0 = self._test_inputs(X0)
-        X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
-        if Y0.shape[1] != self.D:
-            raise ValueError(f"Y0 has D={Y0.shape[1]} outputs but the training labels have D={self.D}")
-        pred = self.predict(X0)
-        return float(np.mean(np.sum((Y0 - pred.mean) ** 2, axis=1) + pred.var.sum(axis=1)))
-
-    def posterior_predictive(self, X0):
-        """The predictive distribution as ``numpyro.distributions.MultivariateNormal``.
-
-        Batch shape (P0,), event shape (D,). Computed in float64; the distribution holds its
-        parameters in JAX's default dtype (float32 unless ``jax_enable_x64`` is on).
-        """
-        import jax.numpy as jnp
-        import numpyro.distributions as dist
-
-        pred = self.predict(X0)
-        # square root U diag(sqrt(s)) -> lower-triangular factor by QR, valid also for singular cov
-        s, U = np.linalg.eigh(pred.cov)
-        root = U * np.sqrt(np.maximum(s, 0.0))[:, None, :]
-        r = np.linalg.qr(np.swapaxes(root, 1, 2), mode="r")
-        sign = np.where(np.diagonal(r, axis1=1, axis2=2) < 0, -1.0, 1.0)
-        scale_tril = np.swapaxes(r * sign[:, :, None], 1, 2)
-        return dist.MultivariateNormal(jnp.asarray(pred.mean), scale_tril=jnp.asarray(scale_tril))
-
-
 # ----------------------------------------------------------------------------------------------
 # solve
 # ----------------------------------------------------------------------------------------------
 def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
           activation: ActivationLike = "erf", method: str = "exact", *, depth: int = 1, gtol: float = 1e-8,
-          maxiter: int = 5000) -> TheoryFit:
-    r"""Solve the proportional-limit theory for a network with ``depth`` hidden layers on data (X, Y).
+          maxiter: int = 5000, conv=None) -> TheoryFit:
+    r"""Solve the proportional-limit theory for a network with ``depth`` hidden layers on data (X, Y), or with
+    ``conv`` for a one-hidden-layer convolutional network.
 
     Parameters
     ----------
@@ -217,12 +146,21 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
         the one-loop Q is :math:`1 + L\alpha Q^{(1)}`. Depth L > 1 holds for odd activations and the methods
         ``exact``, ``one_loop`` and ``infinite_width``.
     gtol : convergence threshold on the Frobenius norm of the action's gradient. maxiter : optimizer iterations.
+    conv : ``dict(image_shape=(s, s), patch=m)`` or a :class:`renormpp.patches.Patches`: the rows of X are s x s
+        images and the network is the one-hidden-layer CNN with N1 channels of m x m filters on non-overlapping
+        patches; its theory, the local kernel renormalization (:mod:`renormpp.theory.conv`), has the methods
+        ``exact``, ``one_loop`` and ``infinite_width``, odd activations, depth 1.
 
     Returns
     -------
-    TheoryFit
+    TheoryFit, or a :class:`renormpp.theory.conv.ConvFit` with ``conv``.
     """
     depth = positive_int("depth", depth, "number of hidden layers")
+    if conv is not None:
+        if depth != 1:
+            raise ValueError(f"the convolutional theory (conv=...) has one hidden layer; got depth={depth}. Use "
+                             "depth=1, or conv=None for a deep fully connected network")
+        return conv_theory.solve(X, Y, N1, T, lambda0, lambda1, activation, method, conv=conv, gtol=gtol, maxiter=maxiter)
     check_applies(method, activation, depth)
     X, Y = data_pair(X, Y)
     N1 = _positive("N1", N1, "hidden-layer width")

@@ -271,9 +271,12 @@ def check_applies(method: str, activation, depth: int = 1) -> Method:
 def fit_or_reason(fit, method: str, **changes):
     """``(fit.refit(method, **changes), "")``, or ``(None, reason)`` where that theory does not apply: a method that
     does not hold for the activation at the fit's depth (its record's ``restriction``), or a result that does not
-    hold (its ``convergence``: a one-loop Q that is not positive definite, a minimization that did not converge)."""
+    hold (its ``convergence``: a one-loop Q that is not positive definite, a minimization that did not converge).
+    A fit's ``not_derived`` (a dict method -> reason; the convolutional theory's :class:`~.conv.ConvFit`) names the
+    methods its theory does not have."""
     record = get_method(method)
-    reason = record.restriction(get_activation(fit.activation), fit.depth)
+    reason = (record.restriction(get_activation(fit.activation), fit.depth)
+              or getattr(fit, "not_derived", {}).get(method))
     if reason:
         return None, reason
     with warnings.catch_warnings():

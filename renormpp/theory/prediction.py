@@ -1,0 +1,84 @@
+"""What every fit of the theory predicts, whatever its method or architecture: the Gaussian :class:`Prediction` of
+the outputs at test points, and :class:`FitShape`, the sizes of a fit (P, D, alpha) with the generalization error
+and the predictive distribution computed from its ``predict`` (:class:`renormpp.theory.TheoryFit`,
+:class:`renormpp.theory.conv.ConvFit`, :class:`renormpp.theory.adaptive.AdaptiveFit`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import data_pair, matrix
+
+
+@dataclass(frozen=True)
+class Prediction:
+    r"""Gaussian posterior of the network outputs at test points (supplement, eq:SM_bias and eq:SM_var).
+
+    ``mean`` (P0, D) is :math:`\Gamma`, ``cov`` (P0, D, D) is :math:`\Sigma` (variance of f, without the
+    observation noise T).
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray
+
+    @property
+    def var(self) -> np.ndarray:
+        """Per-output predictive variances, the diagonal of ``cov``, shape (P0, D)."""
+        return np.einsum("pdd->pd", self.cov)
+
+    @property
+    def cov_eigvals(self) -> np.ndarray:
+        """Eigenvalues of each covariance, (P0, D), clipped at 0 against round-off."""
+        return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
+
+
+class FitShape:
+    """The sizes of a fit with training inputs ``X`` (P, N0), order parameter ``Q`` and width ``N1`` (its ``D``: the
+    readout overlap's outputs), and what follows from its ``predict(X0) -> Prediction``."""
+
+    @property
+    def P(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def D(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def alpha(self) -> float:
+        """alpha = P / N1."""
+        return self.P / self.N1
+
+    def _test_inputs(self, X0) -> np.ndarray:
+        X0 = matrix(X0, "X0", "P0", "N0 features")
+        if X0.shape[1] != self.X.shape[1]:
+            raise ValueError(f"X0 has {X0.shape[1]} features but the training inputs have {self.X.shape[1]}")
+        return X0
+
+    def generalization_error(self, X0, Y0) -> float:
+        r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
+        X0 = self._test_inputs(X0)
+        X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
+        if Y0.shape[1] != self.D:
+            raise ValueError(f"Y0 has D={Y0.shape[1]} outputs but the training labels have D={self.D}")
+        pred = self.predict(X0)
+        return float(np.mean(np.sum((Y0 - pred.mean) ** 2, axis=1) + pred.var.sum(axis=1)))
+
+    def posterior_predictive(self, X0):
+        """The predictive distribution as ``numpyro.distributions.MultivariateNormal``.
+
+        Batch shape (P0,), event shape (D,). Computed in float64; the distribution holds its
+        parameters in JAX's default dtype (float32 unless ``jax_enable_x64`` is on).
+        """
+        import jax.numpy as jnp
+        import numpyro.distributions as dist
+
+        pred = self.predict(X0)
+        # square root U diag(sqrt(s)) -> lower-triangular factor by QR, valid also for singular cov
+        s, U = np.linalg.eigh(pred.cov)
+        root = U * np.sqrt(np.maximum(s, 0.0))[:, None, :]
+        r = np.linalg.qr(np.swapaxes(root, 1, 2), mode="r")
+        sign = np.where(np.diagonal(r, axis1=1, axis2=2) < 0, -1.0, 1.0)
+        scale_tril = np.swapaxes(r * sign[:, :, None], 1, 2)
+        return dist.MultivariateNormal(jnp.asarray(pred.mean), scale_tril=jnp.asarray(scale_tril))
