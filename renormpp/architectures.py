@@ -17,7 +17,9 @@ An :class:`Architecture` holds
 * ``first_layer``: the site of the weights that see the input (the ``"rows"`` mass of the kinetic sampler), and
   ``dims``: the named dimensions of its sites for ArviZ;
 * ``inputs``: a function ``(N0, **options)`` that refuses inputs of N0 features the network cannot take (``renormpp
-  run`` checks the data against it), and ``kernel_diagnosis``: whether :mod:`renormpp.diagnostics.kernel` (the
+  run`` checks the data against it); ``patches``: into how many groups (patches) the readout's features fall (1, or
+  the CNN's n_p: its runs record the local overlaps too, :func:`renormpp.readout.expected_local_overlap`); and
+  ``kernel_diagnosis``: whether :mod:`renormpp.diagnostics.kernel` (the
   hidden kernel the fully connected theory predicts) judges this network's measured hidden kernel.
 
 The records: the fully connected network of the paper (``"fc"``, :func:`renormpp.models.mlp`, ``depth`` hidden
@@ -55,6 +57,7 @@ class Architecture:
     dims: Mapping[str, list] = field(default_factory=dict)
     inputs: Callable[..., None] = lambda N0, **options: None
     kernel_diagnosis: bool = True
+    patches: Callable[..., int] = lambda **options: 1
 
     def check(self, activation, **options) -> None:
         """Refuse options (with the activation) that the architecture or its theory does not cover: a ValueError
@@ -148,7 +151,8 @@ def _conv_kernel(X1, X2=None, *, lambda0=1.0, activation="erf", image_shape, pat
 CONV = Architecture(name="conv", label="convolutional, one hidden layer of N1 channels", model=models.cnn,
                     model_kwargs=_conv_model_kwargs, features=conv_hidden, kernel=_conv_kernel, solve=_conv_solve,
                     options=_conv_options, first_layer=lambda **options: "w", dims=models.CNN_DIMS,
-                    inputs=_conv_inputs, kernel_diagnosis=False)
+                    inputs=_conv_inputs, kernel_diagnosis=False,
+                    patches=lambda image_shape, patch: Patches(image_shape, patch).n_patches)
 
 #: Every architecture, by name (``model.architecture`` in a config).
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (FC, CONV)}

@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                            description="A figure of the paper from its sweeps (each a renormpp run config; run again "
                                        "to resume): PNG and PDF, data.csv, theory.csv and summary.md in OUT/FIGURE.",
                            epilog=EXIT_CODES, formatter_class=fmt)
-    paper.add_argument("figure", help=f"one of {', '.join(NAMES)}, or all (every figure in turn, sweeps shared)")
+    paper.add_argument("figure", help=f"one of {', '.join(NAMES)}, or all (every figure of the kernel-shape paper in "
+                                      "turn, sweeps shared; cnn, the convolutional figure, only by name)")
     paper.add_argument("--size", default="quick", help=f"one of {', '.join(SIZES)} (default: %(default)s; quick: "
                                                        "minutes on 2 cores, full: the paper's sizes)")
     paper.add_argument("--out", help="output folder (default: renormpp-paper-SIZE; figures sharing a sweep share it)")
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
         if args.command == "paper":
             from .experiments import paper
 
-            names = paper.NAMES if args.figure == "all" else [args.figure]
+            names = paper.ALL if args.figure == "all" else [args.figure]
             for name in names:
                 if args.print_config:
                     print(paper.print_configs(name, args.size, args.out, series=args.series), end="")

@@ -24,11 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import data_pair
+from ._checks import data_pair, positive_int
 from .network import ActivationLike, check_input_width, forward, hidden
 
 #: Named dimensions of the recorded observables, for ``arviz.from_numpyro(mcmc, dims=DIMS)``.
-DIMS = {"overlap": ["output", "output_"], "eps_g": []}
+DIMS = {"overlap": ["output", "output_"], "eps_g": [], "local_overlap": ["output", "patch", "output_", "patch_"]}
 
 
 def check_outputs(params: dict, Y, name: str = "Y_test") -> None:
@@ -63,6 +63,20 @@ def overlap() -> Callable:
     return fn
 
 
+def local_overlap(n_patches: int) -> Callable:
+    r"""The CNN's local readout overlaps of one draw, :math:`\sum_c v_{a,c,i}v_{b,c,j}/C`, shape (D, n_p, D, n_p) (v is
+    (D, C, n_p), or (D, C n_p) channel-major); their mean is :math:`Q^*_{(ai),(bj)}/\lambda_1`
+    (:attr:`renormpp.theory.ConvFit.local_overlap`), their patch average :func:`overlap`."""
+    n_patches = positive_int("n_patches", n_patches, "patches per image")
+
+    def fn(params):
+        v = params["v"]
+        v = v.reshape(v.shape[0], -1, n_patches)
+        return jnp.einsum("aci,bcj->aibj", v, v) / v.shape[1]
+
+    return fn
+
+
 def combine(**fns: Callable) -> Callable:
     """One function returning ``{name: fn(params)}``; e.g. ``combine(eps_g=..., overlap=...)``."""
     if not fns:
@@ -74,9 +88,14 @@ def combine(**fns: Callable) -> Callable:
     return all_of
 
 
-def default(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden) -> Callable:
-    """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``."""
-    return combine(eps_g=eps_g(X_test, Y_test, activation, features), overlap=overlap())
+def default(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden,
+            patches: int = 1) -> Callable:
+    """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``; with ``patches`` > 1 (the CNN's
+    n_p) also ``"local_overlap"`` (:func:`local_overlap`)."""
+    fns = dict(eps_g=eps_g(X_test, Y_test, activation, features), overlap=overlap())
+    if positive_int("patches", patches, "number of patches the readout's features group into") > 1:
+        fns["local_overlap"] = local_overlap(patches)
+    return combine(**fns)
 
 
 #: The entry of a record (:func:`with_hidden`) that passes the hidden layers' weights to an Accumulator.

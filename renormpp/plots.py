@@ -118,10 +118,12 @@ def theory_lines(fit, N1_grid, X_test=None, Y_test=None) -> dict:
 
 def _N1_grid(results, N1_grid, fit=None):
     """The sampled N1 and the grid of the theory curves: 40 points, 12 for a non-odd activation (each of its solves is
-    a root search in two order parameters, about 0.1 s)."""
+    a root search in two order parameters, about 0.1 s) and for the CNN (each solve is seconds at P = 200,
+    :mod:`renormpp.theory.conv`)."""
     N1s = np.array([r.attrs["N1"] for r in results])
     if N1_grid is None:
-        N1_grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 12 if fit is not None and fit.nonodd else 40)
+        costly = fit is not None and (fit.nonodd or isinstance(fit, theory.ConvFit))
+        N1_grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 12 if costly else 40)
     return N1s, np.asarray(N1_grid, dtype=float)
 
 
@@ -250,6 +252,87 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     ax.set_ylabel("generalization loss $\\epsilon_g$")
     ax.set_title(f"$P$={results[0].attrs['P']}, $D$={results[0].attrs['D']}, $T$={results[0].attrs['T']:g}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    return fig
+
+
+def architectures_vs_N1(series: dict, X_test, Y_test, methods=("exact", "infinite_width"), N1_grid=None, ax=None):
+    r"""Generalization loss against the width for several architectures on the same data (issue 33: the CNN against
+    the fully connected network): for each ``{label: (results, fit)}`` (the :func:`compare` Datasets of a sweep and a
+    fit at one width, :class:`renormpp.theory.TheoryFit` or :class:`renormpp.theory.ConvFit`) the MC points and the
+    curves of ``methods`` (each in its line style, :data:`renormpp.theory.METHODS`), one colour per architecture.
+
+    Returns ``(figure, curves)``, ``curves`` a list of ``{"series", "theory", "N1", "eps_g"}`` rows."""
+    plt = _plt()
+    fig = ax.figure if ax is not None else plt.subplots(figsize=(8.5, 4.4), constrained_layout=True)[0]
+    ax = ax if ax is not None else fig.axes[0]
+    all_N1 = np.concatenate([[r.attrs["N1"] for r in res] for res, _ in series.values()])
+    grid = (np.geomspace(all_N1.min() / 1.5, all_N1.max() * 1.5, 12) if N1_grid is None
+            else np.asarray(N1_grid, dtype=float))
+    lo, hi, rows, tags = [], [], [], {}
+    for k, (label, (results, fit)) in enumerate(series.items()):
+        color = f"C{k}"
+        results = sorted(results, key=lambda r: r.attrs["N1"])
+        for m in methods:
+            rec = theory.METHODS[m]
+            y = []
+            for n in grid:
+                th = theory.refit_or_none(fit, m, N1=n)
+                y.append(th.generalization_error(X_test, Y_test) if th is not None else np.nan)
+            y = np.array(y)
+            ax.plot(grid, y, color=color, ls=rec.ls, label=f"{label}: {rec.label}")
+            tags[f"{label} {rec.tag}"] = (grid, y, color)
+            rows += [{"series": label, "theory": m, "N1": n, "eps_g": v} for n, v in zip(grid, y)]
+        N1s = np.array([r.attrs["N1"] for r in results], dtype=float)
+        l, h = _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], color, f"{label}: MC ($\\pm 1\\sigma$)")
+        lo.append(l)
+        hi.append(h)
+    log_axis(ax, np.unique(all_N1))
+    _fit_ylim(ax, np.concatenate(lo), np.concatenate(hi), tags)
+    ax.set_xlabel("width: channels $C$ (CNN) or hidden units $N_1$")
+    ax.set_ylabel("generalization loss $\\epsilon_g$")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    return fig, rows
+
+
+def local_overlaps(ds, outputs=(0, 0)):
+    r"""The CNN's local order parameter (issue 33) from a :func:`renormpp.diagnostics.local.compare_local` Dataset,
+    as its departure from the infinite width (:math:`\delta_{ab}\delta_{ij}/\lambda_1`), where the local structure
+    shows: left, the sampled :math:`\sum_c v_{a,c,i}v_{b,c,j}/C - \delta_{ab}\delta_{ij}/\lambda_1` over the patch
+    pairs (i, j) of the outputs ``outputs`` = (a, b); middle, the exact theory's
+    :math:`(Q^*_{(ai),(bj)} - \delta)/\lambda_1` (Eq. (C10)) on the same colour scale; right, every independent entry
+    (a i, b j), theory against sampled with error bars, the diagonal where they agree and 0 where the infinite width
+    would be right; the legend gives the share of the sampled departure that each method misses
+    (:func:`renormpp.diagnostics.local.compare_local`)."""
+    plt = _plt()
+    a, b = outputs
+    D, n_p = ds.mc_mean.shape[:2]
+    n = D * n_p
+    wide = ds.prediction.sel(theory="infinite_width").values
+    mc, ex = ds.mc_mean.values - wide, ds.prediction.sel(theory="exact").values - wide
+    lim = float(np.nanmax(np.abs([mc[a, :, b, :], ex[a, :, b, :]]))) or 1.0
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.3), constrained_layout=True)
+    titles = (f"sampled $\\sum_c v_{{{a}ci}}v_{{{b}cj}}/C - \\delta/\\lambda_1$",
+              f"exact theory $(Q^*_{{({a}i),({b}j)}} - \\delta)/\\lambda_1$")
+    for ax, M, title in zip(axes, (mc[a, :, b, :], ex[a, :, b, :]), titles):
+        im = ax.imshow(M, cmap="RdBu_r", vmin=-lim, vmax=lim)
+        ax.set_xlabel("patch $j$")
+        ax.set_ylabel("patch $i$")
+        ax.set_title(f"$C$={ds.attrs['N1']:g}: {title}", fontsize="medium")
+    fig.colorbar(im, ax=axes[:2], shrink=0.8)
+    iu = np.triu_indices(n)
+    x, y = ex.reshape(n, n)[iu], mc.reshape(n, n)[iu]
+    ax = axes[2]
+    note = ", ".join(f"{theory.METHODS[str(m)].tag} misses {ds.attrs[f'rel_{m}']:.0%}" for m in ds.theory.values)
+    ax.errorbar(x, y, yerr=ds.mc_error.values.reshape(n, n)[iu], fmt="o", ms=3, ls="none",
+                color=theory.METHODS["exact"].color, alpha=0.7, label=f"entries ({note})")
+    span = [min(x.min(), y.min()), max(x.max(), y.max())]
+    ax.plot(span, span, color="0.5", lw=0.8, zorder=0, label="sampled = exact theory")
+    ax.axhline(0, color=theory.METHODS["infinite_width"].color, ls=theory.METHODS["infinite_width"].ls, lw=0.8,
+               label="infinite width")
+    ax.set_xlabel("exact theory, minus infinite width")
+    ax.set_ylabel("sampled (MC, $\\pm 1\\sigma$), minus infinite width")
+    ax.set_title("every entry (a i, b j), i ≤ j", fontsize="medium")
+    ax.legend(fontsize="small")
     return fig
 
 

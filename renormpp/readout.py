@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import data_pair
+from ._checks import data_pair, positive_int
 from .network import ActivationLike, check_input_width, hidden
 
 
@@ -206,6 +206,30 @@ def expected_overlap(cond: Conditional):
     return (cond.dual_coef.T @ cond.K @ cond.dual_coef / N1 + jnp.eye(D, dtype=cond.K.dtype) * (1.0 - tr / N1)) / cond.lambda1
 
 
+def expected_local_overlap(cond: Conditional, n_patches: int):
+    r""":math:`E[\sum_c v_{a,c,i}v_{b,c,j}/C\,|\,w]`, (D, n_p, D, n_p): the CNN's local readout overlaps (Eq. (C10) of
+    :mod:`renormpp.theory.conv` predicts their mean, :math:`Q^*_{(ai),(bj)}/\lambda_1`), for features laid out
+    channel-major (feature :math:`c\,n_p + i`, :func:`renormpp.network.conv_hidden`).
+
+    Given w each :math:`v_a` is Gaussian with mean :math:`m_a = \Phi^\top C^{-1}y_a/(\lambda_1\sqrt n)` and covariance
+    :math:`\big(\mathbb 1 - \Phi^\top C^{-1}\Phi/(\lambda_1 n)\big)/\lambda_1` (n = C n_p, the same for every output),
+    so with :math:`Z = L^{-1}\Phi` (:math:`C^{-1} = L^{-\top}L^{-1}`)
+
+    .. math::
+        \frac1C\sum_c E[v_{a,c,i}v_{b,c,j}] = \frac1C\sum_c m_{a,ci}m_{b,cj}
+            + \frac{\delta_{ab}}{\lambda_1}\Big(\delta_{ij} - \frac{1}{\lambda_1 n C}\sum_{c\mu} Z_{\mu,ci}Z_{\mu,cj}\Big).
+
+    Its patch average :math:`\frac{1}{n_p}\sum_i` is :func:`expected_overlap`.
+    """
+    P, n = cond.phi.shape
+    C = n // n_patches
+    D = cond.dual_coef.shape[-1]
+    m = (cond.phi.T @ cond.dual_coef / (cond.lambda1 * jnp.sqrt(n))).reshape(C, n_patches, D)
+    Z = (cond.L_inv @ cond.phi).reshape(P, C, n_patches)
+    cov = (jnp.eye(n_patches, dtype=m.dtype) - jnp.einsum("pci,pcj->ij", Z, Z) / (cond.lambda1 * n * C)) / cond.lambda1
+    return jnp.einsum("cia,cjb->aibj", m, m) / C + jnp.einsum("ab,ij->aibj", jnp.eye(D, dtype=m.dtype), cov)
+
+
 def predict(cond: Conditional, phi_test):
     """Mean (P0, D) and variance (P0,) of f at test points with features ``phi_test``, given w."""
     k = phi_test @ cond.phi.T / (cond.lambda1 * cond.phi.shape[-1])
@@ -265,12 +289,15 @@ def _as_dtype(arrays, like):
 
 
 def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation: ActivationLike = "erf",
-        features: Features = hidden):
+        features: Features = hidden, patches: int = 1):
     """Observables ``fn(params) -> {"eps_g", "overlap"}`` that average v out exactly given the hidden weights.
 
     A drop-in for :func:`renormpp.observables.default` (same names and shapes, the same expectations, less
     variance), for any sampler: ``Langevin(..., observables=fn)`` or ``observables.evaluate(fn, samples)``.
+    ``patches`` > 1 (the CNN's n_p, features channel-major) adds ``"local_overlap"``, (D, n_p, D, n_p)
+    (:func:`expected_local_overlap`).
     """
+    patches = positive_int("patches", patches, "number of patches the readout's features group into")
     X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
     X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
@@ -282,7 +309,10 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
                              "observables.default for a model with bias=True")
         x, y, x0, y0 = _as_dtype((X, Y, X_test, Y_test), jax.tree_util.tree_leaves(params)[0])
         cond = conditional(params, x, y, T=T, lambda1=lambda1, activation=activation, features=features)
-        return {"eps_g": expected_eps_g(cond, features(params, x0, activation), y0), "overlap": expected_overlap(cond)}
+        out = {"eps_g": expected_eps_g(cond, features(params, x0, activation), y0), "overlap": expected_overlap(cond)}
+        if patches > 1:
+            out["local_overlap"] = expected_local_overlap(cond, patches)
+        return out
 
     return fn
 

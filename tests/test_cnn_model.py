@@ -169,6 +169,48 @@ def test_overlap_is_v_vT_over_channels_times_patches():
     assert np.all(np.abs(mean - rb) < 5 * err + 1e-4), (mean, rb, err)
 
 
+def test_local_overlap_of_a_draw_and_its_rao_blackwellized_mean():
+    """observables.local_overlap is sum_c v_{a,c,i} v_{b,c,j} / C by loops, its patch diagonal averages to the overlap;
+    readout's Rao-Blackwellized local overlap equals the dense Gaussian posterior of v given w (mean m m^T plus the
+    covariance from the (D C n_p)-dimensional precision, built in NumPy) and the mean over exact Gibbs draws."""
+    X, Y = images(P=9)
+    p = draw()
+    v = p["v"]
+    n_p = v.shape[-1]
+    loop = np.zeros((D, n_p, D, n_p))
+    for a in range(D):
+        for b in range(D):
+            for i in range(n_p):
+                for j in range(n_p):
+                    loop[a, i, b, j] = sum(v[a, c, i] * v[b, c, j] for c in range(C)) / C
+    local = observables.local_overlap(n_p)({"v": jnp.asarray(v)})
+    np.testing.assert_allclose(local, loop, rtol=1e-6, atol=1e-6)  # float32 draw
+    np.testing.assert_allclose(np.einsum("aibi->ab", local) / n_p, observables.overlap()({"v": jnp.asarray(v)}),
+                               rtol=1e-6)
+
+    T, lam1 = 0.1, 1.3
+    phi = loop_features(p["w"], X, S, M)  # (P, C n_p), channel-major
+    n = phi.shape[1]
+    cov = np.linalg.inv(lam1 * np.eye(n) + phi.T @ phi / (n * T))  # the posterior of each v_a given w
+    mean = cov @ phi.T @ Y / (T * np.sqrt(n))  # (n, D)
+    second = np.einsum("ka,lb->akbl", mean, mean) + np.einsum("ab,kl->akbl", np.eye(D), cov)
+    dense = np.einsum("acibcj->aibj", second.reshape(D, C, n_p, D, C, n_p)) / C
+    with x64_context():
+        rb = readout.rao_blackwell(X, Y, X, Y, T=T, lambda1=lam1, features=conv_hidden, patches=n_p)(
+            {"w": jnp.asarray(p["w"])})
+        np.testing.assert_allclose(rb["local_overlap"], dense, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(np.einsum("aibi->ab", rb["local_overlap"]) / n_p, rb["overlap"], rtol=1e-10)
+    update = readout.gibbs_fn(jnp.asarray(X, jnp.float32), jnp.asarray(Y, jnp.float32), T=T, lambda1=lam1,
+                              features=conv_hidden)
+    v_site, w = jnp.zeros((D, C, n_p), jnp.float32), jnp.asarray(p["w"], jnp.float32)
+    keys = jax.random.split(jax.random.PRNGKey(2), 20000)
+    draws = jax.vmap(lambda k: observables.local_overlap(n_p)(update(k, {"v": v_site}, {"w": w})))(keys)
+    mc, err = np.mean(draws, axis=0), np.std(draws, axis=0) / np.sqrt(len(keys))
+    assert np.all(np.abs(mc - dense) < 5 * err + 1e-4)
+    with pytest.raises(ValueError, match="patches must be a positive integer"):
+        readout.rao_blackwell(X, Y, X, Y, T=T, lambda1=lam1, features=conv_hidden, patches=0)
+
+
 # ---- the architecture record ----------------------------------------------------------------------------------
 def test_conv_record():
     conv = architectures.get_architecture("conv")
@@ -377,6 +419,8 @@ chunk_seconds = 0.5
     assert theory["infinite_width"]["applies"]
     dt = az.from_netcdf(folder / "observables.nc")
     assert dt["posterior"]["overlap"].shape == (2, 100, 2, 2)
+    assert dt["posterior"]["local_overlap"].dims == ("chain", "draw", "output", "patch", "output_", "patch_")
+    assert dt["posterior"]["local_overlap"].shape == (2, 100, 2, 4, 2, 4)
     comp = pd.read_csv(folder / "comparison.csv")
     exact = comp[(comp.quantity == "eps_g") & (comp.theory == "exact")].prediction.iloc[0]
     np.testing.assert_allclose(exact, fit.generalization_error(data.X_test, data.Y_test), rtol=1e-6)

@@ -18,13 +18,20 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {"01_theory_quickstart.ipynb", "02_langevin_vs_theory.ipynb", "03_readout_overlaps.ipynb",
             "04_monte_carlo_diagnostics.ipynb", "05_bayes_vs_adam.ipynb", "06_deep_networks.ipynb",
-            "07_validity_map.ipynb"}
+            "07_validity_map.ipynb", "08_convolutional.ipynb"}
 CELL_TIMEOUT = 600  # seconds per cell; a quick-size notebook takes well under a minute in all
 #: the real data sets a notebook needs; without them (rp.datasets.locate) its test skips with the loader's message
 NEEDS = {"03_readout_overlaps.ipynb": ("mnist",), "05_bayes_vs_adam.ipynb": ("mnist", "cifar10")}
 
 # run in the notebook's kernel after its last cell: light checks that it did what it says
 CHECKS = {
+    "08_convolutional.ipynb": """
+assert SIZE == "quick"
+assert all([ds.attrs["N1"] for ds in sw.pooled] == cfg["widths"] for sw in sweeps.values())
+assert len(table) == 2 * len(cfg["widths"]) * 4   # eps_g and the three overlaps, per width and network
+assert len(locs) == len(cfg["widths"])
+assert all(loc.attrs["rel_exact"] < 0.8 * loc.attrs["rel_infinite_width"] for loc in locs)  # most local structure
+""",
     "01_theory_quickstart.ipynb": """
 assert SIZE == "quick"
 assert fit.converged and fit.grad_norm < 1e-6

@@ -23,7 +23,7 @@ REAL = tuple(f for f in paper.NAMES if f not in SYNTHETIC)
 
 @pytest.mark.parametrize("argv, message", [
     (["paper", "fig5"], "unknown figure 'fig5'; choose one of fig1a, fig1b, fig1c, fig1d, fig2, sm-overlaps, sm-mc, "
-                        "fig3, fig4"),
+                        "cnn, fig3, fig4"),
     (["paper", "fig1a", "--size", "huge"], "unknown size 'huge'; choose one of quick, full, smoke"),
     (["paper", "fig1b", "--print-config", "--series", "nope"], "its series are mnist-D2, mnist-D3"),
 ])
@@ -49,7 +49,8 @@ def test_every_figure_config_round_trips_through_print_config(name, size, tmp_pa
         assert back.dumps() == resolve(cfg).dumps() == printed
         assert back.run.out == str(tmp_path / "runs" / series)
         m = back.model
-        assert (m.T, m.lambda0, m.lambda1, m.activation, m.depth) == (0.01, 1.0, 1.0, "erf", 1)  # the paper's
+        assert (m.T, m.lambda0, m.lambda1, m.activation) == (0.01, 1.0, 1.0, "erf")  # the paper's
+        assert getattr(m, "depth", None) == 1 or (m.architecture, name) == ("conv", "cnn")
         if size == "full":
             assert back.data.P == back.data.P_test == 1000 and back.run.target_error is not None
         if size == "quick":  # stops on accuracy or on a number of draws, never on wall time (issue 30, item 4)
@@ -107,8 +108,11 @@ def _check_outputs(name, out):
         rows = table[(table.series == series) & (table.quantity == "eps_g") & (table.theory == "exact")]
         assert sorted(rows.N1) == sorted(cfg["model"]["N1"])
         d = sweep.data
+        m = cfg["model"]
+        conv = ({"conv": dict(image_shape=(m["image_shape"],) * 2, patch=m["patch"])}
+                if m.get("architecture") == "conv" else {})
         for N1, pred in zip(rows.N1, rows.prediction):
-            fit = rp.theory.solve(d.X, d.Y, N1=int(N1), T=0.01, lambda0=1.0, lambda1=1.0, activation="erf")
+            fit = rp.theory.solve(d.X, d.Y, N1=int(N1), T=0.01, lambda0=1.0, lambda1=1.0, activation="erf", **conv)
             assert pred == pytest.approx(fit.generalization_error(d.X_test, d.Y_test), rel=1e-6)
             assert f"### N1 = {N1:g} " in summary
         for rhat in rows.rhat:  # each width's R-hat of eps_g is in the summary's table (the two chains agree or not)
@@ -116,7 +120,8 @@ def _check_outputs(name, out):
     if (folder / "theory.csv").exists():
         curves = pd.read_csv(folder / "theory.csv")
         exact = curves[curves.theory == "exact"]
-        assert set(curves.theory) == set(rp.theory.METHODS) and np.isfinite(exact.eps_g).all()
+        drawn = {"exact", "infinite_width"} if name == "cnn" else set(rp.theory.METHODS)  # the CNN: derived methods
+        assert set(curves.theory) == drawn and np.isfinite(exact.eps_g).all()
 
 
 def _make_all(names, out):
@@ -146,12 +151,17 @@ def test_real_data_figures_end_to_end(tmp_path):
                                                                for s in paper.FIGURES[f].series} | {"fig3-a", "fig3-b"}
     assert {p.stem for p in (tmp_path / "sm-overlaps").glob("*.png")} == {
         "sm-overlaps_a_alpha1", "sm-overlaps_a_alpha0.1", "sm-overlaps_b", "sm-overlaps_c"}
+    # the CNN figure: both architectures on each data set, the local overlaps of the MNIST CNN per width
+    assert {p.stem for p in (tmp_path / "cnn").glob("*.png")} == {"cnn", "cnn_local_C40"}
+    assert set(pd.read_csv(tmp_path / "cnn" / "theory.csv").series) == {"D=1", "D=2"}
+    assert "* C = 40: exact: misses" in (tmp_path / "cnn" / "summary.md").read_text()
 
 
 def test_all_prints_every_figure_s_configs(tmp_path, capsys):
     assert main(["paper", "all", "--print-config", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    expected = [(name, series) for name in paper.NAMES for series in paper.configs(name, "quick", tmp_path)]
+    expected = [(name, series) for name in paper.ALL for series in paper.configs(name, "quick", tmp_path)]
+    assert "cnn" not in paper.ALL and set(paper.ALL) | {"cnn"} == set(paper.NAMES)
     assert out.count("# ---- series ") == len(expected)
     for name, series in expected:
         assert f"# ---- series {series}:" in out

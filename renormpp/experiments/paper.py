@@ -25,6 +25,7 @@ sweeps: :mod:`.baseline_figures`, with the same command, sizes and outputs.
 """
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ _PAPER_MODEL = {"T": 0.01, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
 
 #: the data of each series, as a [data] table without P and P_test (the paper's data sets and classes)
 DATA = {
+    "linear-D1": {"name": "synthetic", "N0": 144, "D": 1, "teacher": "linear"},
     "linear-D2": {"name": "synthetic", "N0": 144, "D": 2, "teacher": "linear"},
     "erf-D10": {"name": "synthetic", "N0": 144, "D": 10, "teacher": "erf_1hl"},
     "mnist-D2": {"name": "mnist", "classes": [0, 1]},
@@ -66,14 +68,17 @@ DATA = {
 @dataclass(frozen=True)
 class Series:
     """One sweep behind a figure: its data (a key of :data:`DATA`) at widths given as loads alpha = P/N1 (``None``:
-    the Fig. 1 grid, :data:`N1_FULL`)."""
+    the Fig. 1 grid, :data:`N1_FULL`); ``patch``: the one-hidden-layer CNN with ``patch`` x ``patch`` patches of the
+    square images (issue 33, N1 = C channels) in place of the fully connected network."""
 
     data: str
     alphas: tuple | None = None
+    patch: int | None = None
 
     @property
     def name(self) -> str:
-        return self.data if self.alphas is None else f"{self.data}-alpha{'-'.join(f'{a:g}' for a in self.alphas)}"
+        name = self.data if self.alphas is None else f"{self.data}-alpha{'-'.join(f'{a:g}' for a in self.alphas)}"
+        return name if self.patch is None else f"{name}-cnn{self.patch}"
 
     def widths(self, size: str) -> list[int]:
         P = _P[size]
@@ -93,7 +98,11 @@ class Series:
         else:
             sampler.update(num_warmup=20, num_samples=30, inner_steps=4)
             run["progress"] = False
-        return {"data": data, "model": {"N1": self.widths(size), **_PAPER_MODEL}, "sampler": sampler, "run": run}
+        model = {"N1": self.widths(size), **_PAPER_MODEL}
+        if self.patch is not None:
+            model.update(architecture="conv", image_shape=math.isqrt(DATA[self.data].get("N0", 28 * 28)),
+                         patch=self.patch)
+        return {"data": data, "model": model, "sampler": sampler, "run": run}
 
 
 @dataclass(frozen=True)
@@ -101,11 +110,12 @@ class Figure:
     """A figure of the paper: its panels, each a kind of plot of one series."""
 
     title: str
-    panels: tuple  # ((label, kind, Series), ...), kind one of "loss", "overlaps", "heatmap", "mc"
+    panels: tuple  # ((label, kind, Series), ...), kind one of "loss", "overlaps", "heatmap", "mc", "local";
+    # ("versus": a tuple of Series on one panel, eps_g against the width of each architecture)
 
     @property
     def series(self) -> list[Series]:
-        return list(dict.fromkeys(s for _, _, s in self.panels))
+        return list(dict.fromkeys(x for _, _, s in self.panels for x in (s if isinstance(s, tuple) else (s,))))
 
 
 FIGURES = {
@@ -125,6 +135,13 @@ FIGURES = {
                            ("c", "overlaps", Series("mnist-D3")))),
     "sm-mc": Figure("Supplement, Monte Carlo figure: eps_g and v1.v1/N1 of one run, erf teacher, D = 10, N1 = P",
                     (("mc", "mc", Series("erf-D10", (1.0,))),)),
+    "cnn": Figure("Convolutional against fully connected (issue 33; Aiudi et al., Nat. Commun. 16 (2025)): eps_g "
+                  "against the width, C channels or N1 units, on the same data, theory and MC: (D=1) linear teacher, "
+                  "N0 = 12² as 12 x 12 images, 4 x 4 patches; (D=2) MNIST (0, 1), 7 x 7 patches; the local overlaps "
+                  "of the MNIST CNN over patch pairs, sampled against the theory",
+                  (("D=1", "versus", (Series("linear-D1", patch=4), Series("linear-D1"))),
+                   ("D=2", "versus", (Series("mnist-D2", patch=7), Series("mnist-D2"))),
+                   ("local", "local", Series("mnist-D2", patch=7)))),
 }
 
 
@@ -134,13 +151,16 @@ class UnknownFigure(config_mod.ConfigError):
 
 #: every figure name: the sampled ones, then the baselines
 NAMES = (*FIGURES, *baseline_figures.FIGURES)
+#: the figures of the kernel-shape renormalization paper, ``renormpp paper all`` (``cnn``, issue 33's figure from the
+#: local-renormalization paper, runs on its own: at the full size its widest CNNs take days on 2 cores)
+ALL = tuple(n for n in NAMES if n != "cnn")
 
 
 def figure(name: str) -> Figure | None:
     """The sampled figure ``name``; None for a baseline figure (fig3, fig4)."""
     if name not in NAMES:
-        raise UnknownFigure(f"unknown figure {name!r}; choose one of {', '.join(NAMES)} (or all: every figure in "
-                            "turn)")
+        raise UnknownFigure(f"unknown figure {name!r}; choose one of {', '.join(NAMES)} (or all: every figure of the "
+                            "kernel-shape paper in turn)")
     return FIGURES.get(name)
 
 
@@ -209,17 +229,21 @@ def draw(name: str, fig: Figure, sweeps: dict, folder: Path, *, size: str, secon
                                 f"(see report.md in {folder.parent / 'runs'})")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # flagged in the tables and drawn hollow
-        losses = [(label, s.name, sweeps[s.name]) for label, k, s in fig.panels if k == "loss"]
+        local_sets = {s.name: report_mod.local_overlaps(sweeps[s.name]) for _, k, s in fig.panels if k == "local"}
+        losses = [(label, k, s) for label, k, s in fig.panels if k in ("loss", "versus")]
         if losses:
             width = max(7.5, 4.8 * len(losses) + 0.6)
             figure_, axes = plt.subplots(1, len(losses), figsize=(width, 5.0), layout="constrained", squeeze=False)
-            for ax, (label, series, sw) in zip(axes[0], losses):
-                curves.append(_loss_panel(ax, label, sw).assign(series=series))
+            for ax, (label, k, s) in zip(axes[0], losses):
+                curves.append(_loss_panel(ax, label, sweeps[s.name]).assign(series=s.name) if k == "loss"
+                              else _versus_panel(ax, label, [sweeps[x.name] for x in s]))
                 ax.get_legend().remove()
             handles = {lab: h for ax in axes[0] for h, lab in zip(*ax.get_legend_handles_labels())}
             figure_.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=2, fontsize="small")
             files += _save(figure_, folder / name)
         for label, kind, s in fig.panels:
+            if kind in ("loss", "versus"):
+                continue
             sw = sweeps[s.name]
             names = sw.data.class_names or None
             if kind == "overlaps":
@@ -230,6 +254,9 @@ def draw(name: str, fig: Figure, sweeps: dict, folder: Path, *, size: str, secon
                     tag = f"{name}_{label}_alpha{sw.data.X.shape[0] / ds.attrs['N1']:.3g}" if len(fig.panels) > 1 \
                         or len(sw.pooled) > 1 else name
                     files += _save(plots().overlap_heatmaps(ds, class_names=names, paper_style=True), folder / tag)
+            elif kind == "local":
+                for ds in local_sets[s.name]:
+                    files += _save(plots().local_overlaps(ds), folder / f"{name}_{label}_C{ds.attrs['N1']}")
             elif kind == "mc":
                 draws = report_mod.pooled_draws([f for r, f in sw.done if r.get("status", "ok") == "ok"])
                 files += _save(plots().mc_analysis(draws["eps_g"]), folder / f"{name}_eps_g")
@@ -239,7 +266,7 @@ def draw(name: str, fig: Figure, sweeps: dict, folder: Path, *, size: str, secon
     table.to_csv(folder / "data.csv")
     if curves:
         pd.concat(curves).to_csv(folder / "theory.csv", index=False)
-    lines = _summary(name, fig, sweeps, size, seconds, files, kinds)
+    lines = _summary(name, fig, sweeps, size, seconds, files, kinds, local_sets)
     write_atomic(folder / "summary.md", "\n".join(lines))
     return folder
 
@@ -284,7 +311,23 @@ def _loss_panel(ax, label: str, sw) -> "pd.DataFrame":
                          for i, n in enumerate(grid)])
 
 
-def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
+def _versus_panel(ax, label: str, sws: list) -> "pd.DataFrame":
+    """A panel of the CNN figure: eps_g against the width of each architecture of ``sws`` (sweeps on one data set)."""
+    import pandas as pd
+
+    data = sws[0].data
+    _, rows = plots().architectures_vs_N1({_architecture(sw): (sw.pooled, sw.fit) for sw in sws}, data.X_test,
+                                          data.Y_test, ax=ax)
+    ax.set_title(f"{data.name} ({label}): $P$={data.X.shape[0]}, $D$={data.Y.shape[1]}")
+    return pd.DataFrame(rows).assign(series=label)
+
+
+def _architecture(sw) -> str:
+    m = sw.cfg.model
+    return "fully connected" if m.architecture == "fc" else f"CNN, {m.patch}x{m.patch} patches"
+
+
+def _summary(name, fig, sweeps, size, seconds, files, kinds, local_sets) -> list[str]:
     lines = [f"# {fig.title}", "", f"`renormpp paper {name} --size {size}`: {seconds:.0f} s in this invocation "
              "(series already sampled are read back, not resampled). Delta = (MC - theory) / theory; z = (MC - theory) "
              f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable: tau_int "
@@ -300,6 +343,11 @@ def _summary(name, fig, sweeps, size, seconds, files, kinds) -> list[str]:
         for ds in sw.pooled:
             lines += [f"### N1 = {ds.attrs['N1']:g} (alpha = {d.X.shape[0] / ds.attrs['N1']:.3g})", ""]
             lines += [_point_table(ds, ["eps_g"] if only_loss else list(ds.quantity.values)), ""]
+        if s.name in local_sets:
+            from ..diagnostics import local
+
+            lines += ["Local overlaps over patch pairs, sampled against the theory (Eq. (C10)):", ""]
+            lines += [f"* C = {ds.attrs['N1']}: {local.summary(ds)}" for ds in local_sets[s.name]] + [""]
         failed = [r for r, _ in sw.done if r.get("status", "ok") != "ok"]
         lines += [f"* N1={r['N1']}: FAILED, not compared: {r.get('problems', '')}" for r in failed]
     return lines

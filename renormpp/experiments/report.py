@@ -29,12 +29,12 @@ def _finished(outdir: Path) -> list[tuple[dict, Path]]:
     return sorted(found, key=lambda r: (r[0]["N1"], r[0]["seed"]))
 
 
-def pooled_draws(folders) -> dict:
-    """The observables of several points (same N1, other seeds) as the chains of one run."""
+def pooled_draws(folders, keys=("eps_g", "overlap")) -> dict:
+    """The observables ``keys`` of several points (same N1, other seeds) as the chains of one run."""
     import arviz as az
 
     parts = [az.from_netcdf(f / "observables.nc")["posterior"] for f in folders]
-    return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in ("eps_g", "overlap")}
+    return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in keys}
 
 
 def markdown_table(df) -> str:
@@ -83,6 +83,19 @@ def load_sweep(outdir) -> Sweep:
             pooled.append(diagnostics.compare(pooled_draws([f for _, f in group]), fit, data.X_test, data.Y_test,
                                               method=cfg.run.error_method, sampler=group[0][0].get("sampler")))
     return Sweep(cfg, data, base, done, pooled)
+
+
+def local_overlaps(sw: Sweep) -> list:
+    """The local overlaps of a CNN sweep (``model.architecture = "conv"``) against the theory, one
+    :func:`renormpp.diagnostics.local.compare_local` Dataset per width, the seeds pooled."""
+    from ..diagnostics import local
+
+    out = []
+    ok = [(r, f) for r, f in sw.done if r.get("status", "ok") == "ok"]
+    for N1 in sorted({r["N1"] for r, _ in ok}):
+        draws = pooled_draws([f for r, f in ok if r["N1"] == N1], keys=("local_overlap",))
+        out.append(local.compare_local(draws["local_overlap"], sw.fit.refit("infinite_width", N1=N1)))
+    return out
 
 
 def pooled_table(pooled) -> "pd.DataFrame":

@@ -107,9 +107,9 @@ def sampler_parts(point, data) -> Parts:
     train, test = _float32(data.X, data.Y), _float32(data.X_test, data.Y_test)
     if s.rao_blackwell:
         record = readout.rao_blackwell(*train, *test, T=m.T, lambda1=m.lambda1, activation=m.activation,
-                                       features=arch.features)
+                                       features=arch.features, patches=arch.patches(**m.options()))
     else:
-        record = observables.default(*test, m.activation, arch.features)
+        record = observables.default(*test, m.activation, arch.features, arch.patches(**m.options()))
     if measures_kernel(point):  # the weights go on to the kernel's Accumulator (kernel_accumulator)
         record = observables.with_hidden(record)
     gibbs = (readout.gibbs_fn(*train, T=m.T, lambda1=m.lambda1, activation=m.activation, features=arch.features)
