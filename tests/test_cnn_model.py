@@ -425,5 +425,8 @@ chunk_seconds = 0.5
     exact = comp[(comp.quantity == "eps_g") & (comp.theory == "exact")].prediction.iloc[0]
     np.testing.assert_allclose(exact, fit.generalization_error(data.X_test, data.Y_test), rtol=1e-6)
     assert not (folder / "kernel.nc").exists()  # the hidden-kernel diagnosis is the fully connected theory's
+    text = (out / "report.md").read_text()
     assert "network: convolutional, one hidden layer of N1 channels (architecture=conv, image_shape=4x4, patch=2)" \
-        in (out / "report.md").read_text()
+        in text
+    assert "## Local overlaps over patch pairs (CNN)" in text and "* N1 = 3: exact: misses" in text
+    assert (out / "local_overlaps_N1=3.png").is_file()

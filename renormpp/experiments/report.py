@@ -188,8 +188,30 @@ def report(outdir) -> Path:
         lines += ["No point finished with a working sampler: nothing to compare.", ""]
     if kernels:
         lines += kernel_section(kernels, "kernel_vs_N1.png" in figures)
+    if pooled and m.architecture == "conv":
+        lines += local_section(Sweep(cfg, data, base, done, pooled), outdir)
     lines += ["## Points", "", markdown_table(summary), ""]
     return _write_report(outdir, lines, missing)
+
+
+def local_section(sw: Sweep, outdir: Path) -> list[str]:
+    """The report's section on a CNN's local overlaps over patch pairs, per N1 (seeds pooled): the summary of
+    :func:`renormpp.diagnostics.local.compare_local` and its figure (``local_overlaps_N1=...png``)."""
+    import matplotlib.pyplot as plt
+
+    from .. import plots
+    from ..diagnostics import local
+
+    out = ["## Local overlaps over patch pairs (CNN)", "",
+           "The sampled sum_c v_(a,c,i) v_(b,c,j) / C against the theory's Q*_((a,i),(b,j)) / lambda1 (Eq. (C10) of "
+           "renormpp.theory.conv), as departures from the infinite width delta / lambda1:", ""]
+    for ds in local_overlaps(sw):
+        name = f"local_overlaps_N1={ds.attrs['N1']}.png"
+        fig = plots.local_overlaps(ds)
+        fig.savefig(outdir / name, dpi=110)
+        plt.close(fig)
+        out += [f"* N1 = {ds.attrs['N1']}: {local.summary(ds)}", "", f"  ![local overlaps]({name})", ""]
+    return out
 
 
 def kernel_section(kernels: dict, figure: bool) -> list[str]:
