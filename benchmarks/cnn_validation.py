@@ -14,6 +14,10 @@ filters, the readout integrated out, Rao-Blackwellized observables and local ove
 * with --root: MNIST (0, 1), D = 2, P = 200, 7 x 7 patches (n_p = 16), C = 20, 100, 400 (the CNN series of
   `renormpp paper cnn --size quick`).
 
+With --nuts: NumPyro's NUTS (on the filters, the readout integrated out: rp.models.cnn(..., integrate_v=True); 2
+chains of 600 draws after 300 of warmup), Rao-Blackwellized eps_g, at the P = 100 points at alpha = 2, D = 1 and 2:
+an independent sampler for the small size (at alpha = 10 NUTS took over 13 minutes for one point on a loaded machine).
+
 Printed per point and quantity: MC +- error, the exact theory and the infinite width with Delta = MC/theory - 1 and z;
 per point: the local overlaps over patch pairs (the share of the sampled departure from infinite width that each
 theory misses, max |z|, the share of entries within 3 sigma).
@@ -62,11 +66,62 @@ def run(name, data, model, quick):
     return load_sweep(OUT / name), time.perf_counter() - t
 
 
+def nuts(quick: bool):
+    """NUTS on the small size's points: eps_g (Rao-Blackwellized) against the theory and the default sampler."""
+    import jax
+    import numpy as np
+    from numpyro.infer import MCMC, NUTS
+
+    import renormpp as rp
+    from renormpp import readout
+    from renormpp.mcstats import error_of_mean
+    from renormpp.network import conv_hidden
+
+    print("| series | C | alpha | sampler | eps_g | exact: Delta, z | infinite width: Delta, z | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (data_cfg, model) in series(quick, None).items():
+        if data_cfg["P"] != (40 if quick else 100):
+            continue
+        sw = load_sweep(OUT / name)
+        d = sw.data
+        X, Y = np.asarray(d.X, np.float32), np.asarray(d.Y, np.float32)
+        for ds in sw.pooled:
+            C = int(ds.attrs["N1"])
+            if d.X.shape[0] / C != 2:
+                continue
+            kw = dict(N1=C, image_shape=model["image_shape"], patch=model["patch"], activation="erf", T=0.01,
+                      lambda0=1.0, lambda1=1.0, integrate_v=True)
+            t = time.perf_counter()
+            mcmc = MCMC(NUTS(rp.models.cnn), num_warmup=100 if quick else 300, num_samples=100 if quick else 600,
+                        num_chains=2, chain_method="sequential", progress_bar=False)
+            mcmc.run(jax.random.PRNGKey(0), X, Y, **kw)
+            fn = readout.rao_blackwell(X, Y, np.asarray(d.X_test, np.float32), np.asarray(d.Y_test, np.float32),
+                                       T=0.01, lambda1=1.0, features=conv_hidden)
+            samples = {"w": mcmc.get_samples(group_by_chain=True)["w"]}
+            eps = rp.observables.evaluate(lambda p: fn(p)["eps_g"], samples, batch_dims=2)
+            est = error_of_mean(np.asarray(eps, np.float64))
+            seconds = time.perf_counter() - t
+            r = ds.sel(quantity="eps_g")
+            for label, mean, err, secs in (("default", float(r.mc_mean), float(r.mc_error), None),
+                                           ("NUTS", est.mean, est.error, seconds)):
+                cells = []
+                for th in ("exact", "infinite_width"):
+                    pred = float(r.prediction.sel(theory=th))
+                    cells.append(f"{mean / pred - 1:+.1%}, {(mean - pred) / err:+.1f}")
+                print(f"| {name} | {C} | {d.X.shape[0] / C:.3g} | {label} | {mean:.4g} ± {err:.2g} | "
+                      + " | ".join(cells) + f" | {'' if secs is None else f'{secs:.0f}'} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--root", default=None, help="the folder of the MNIST files (RENORMPP_DATA is set to it)")
+    ap.add_argument("--nuts", action="store_true", help="only NUTS on the small size's points (after a run)")
     args = ap.parse_args()
+    if args.nuts:
+        warnings.filterwarnings("ignore")
+        print(machine_info())
+        return nuts(args.quick)
     if args.root is not None:
         os.environ["RENORMPP_DATA"] = str(Path(args.root).resolve().parent if Path(args.root).name == "mnist"
                                           else Path(args.root).resolve())
