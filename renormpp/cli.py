@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     paper.add_argument("--out", help="output folder (default: renormpp-paper-SIZE; figures sharing a sweep share it)")
     paper.add_argument("--print-config", action="store_true", help="print the figure's renormpp run configs and exit")
     paper.add_argument("--series", help="with --print-config: print this series' config only")
+    paper.add_argument("--max-seconds", type=float, default=None,
+                       help="cap each width's sampling at this many seconds (run.max_seconds; a resumed figure may "
+                            "change it; a width stopped unsettled is drawn hollow)")
     from .experiments.validity import SIZES as MAP_SIZES
 
     vmap = sub.add_parser("validity-map", help="where each theory holds within 1%% and 5%%: the validity map's "
@@ -169,10 +172,12 @@ def main(argv=None) -> int:
             names = paper.ALL if args.figure == "all" else [args.figure]
             for name in names:
                 if args.print_config:
-                    print(paper.print_configs(name, args.size, args.out, series=args.series), end="")
+                    print(paper.print_configs(name, args.size, args.out, series=args.series,
+                                              max_seconds=args.max_seconds), end="")
                     continue
                 folder = paper.make(name, args.size, args.out, executor=args.executor, workers=args.workers,
-                                    address=args.address, progress=False if args.no_progress else None)
+                                    address=args.address, progress=False if args.no_progress else None,
+                                    max_seconds=args.max_seconds)
                 print(f"\n{(folder / 'summary.md').read_text()}\nwrote {folder}")
             return 0
         if args.command == "validity-map":

@@ -53,9 +53,21 @@ def test_every_figure_config_round_trips_through_print_config(name, size, tmp_pa
         assert getattr(m, "depth", None) == 1 or (m.architecture, name) == ("conv", "cnn")
         if size == "full":
             assert back.data.P == back.data.P_test == 1000 and back.run.target_error is not None
+            kinds = back.starts()  # two kinds of start, each a chain (issue 34)
+            assert len(set(kinds)) == 2 and set(kinds) == set(paper.FULL_STARTS)
         if size == "quick":  # stops on accuracy or on a number of draws, never on wall time (issue 30, item 4)
             assert back.run.max_seconds is None and back.run.target_error is not None
             assert back.sampler.num_samples == paper.QUICK_DRAWS
+
+
+def test_max_seconds_caps_every_width_of_a_figure(tmp_path, capsys):
+    """--max-seconds puts run.max_seconds into every series of the figure (what a full-size run on 2 cores needs)."""
+    argv = ["paper", "sm-overlaps", "--size", "full", "--out", str(tmp_path), "--print-config"]
+    assert main(argv + ["--max-seconds", "600"]) == 0
+    docs = capsys.readouterr().out.split("# ---- series ")[1:]
+    assert len(docs) == len(paper.FIGURES["sm-overlaps"].series) >= 2
+    assert all(tomllib.loads(d.split("\n", 1)[1])["run"]["max_seconds"] == 600.0 for d in docs)
+    assert main(argv) == 0 and "max_seconds =" not in capsys.readouterr().out
 
 
 def test_quick_widths_keep_the_loads_of_the_full_grid():
@@ -135,7 +147,8 @@ def test_synthetic_figures_end_to_end_and_resumed(tmp_path):
     _make_all(SYNTHETIC, tmp_path)
     nc = sorted((tmp_path / "runs").glob("*/points/*/observables.nc"))
     stamps = [p.stat().st_mtime_ns for p in nc]
-    assert main(["paper", "fig1a", "--size", "smoke", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert main(["paper", "fig1a", "--size", "smoke", "--out", str(tmp_path), "--no-progress",
+                 "--max-seconds", "100"]) == 0  # a cap is a key a resumed run may change
     assert [p.stat().st_mtime_ns for p in nc] == stamps  # resumed: read back, not resampled
     assert {p.stem for p in (tmp_path / "sm-mc").glob("*.png")} == {"sm-mc_eps_g", "sm-mc_overlap"}
 

@@ -9,22 +9,29 @@ import numpy as np
 
 from .. import theory
 from ..mcstats import (FALSE_ALARM, chain_spread, drift, equilibrium_z, error_of_mean, rhat, sampler_health)
-from .convert import _observable_draws, _sampler_stats
+from .convert import _observable_draws, _sampler_stats, chain_starts
 
 #: a theory "agrees" with the sampled mean where |z| is below this (and the error bar is reliable)
 Z_AGREE = 3.0
 
 
-def verdict(z: float, delta: float, reliable: bool, settled: bool = True, difference: float | None = None) -> str:
+#: the caveat of a verdict where chains from different kinds of start disagree (:mod:`renormpp.infer.starts`)
+STARTS_DISAGREE = "starts disagree: not equilibrium"
+
+
+def verdict(z: float, delta: float, reliable: bool, settled: bool = True, difference: float | None = None,
+            starts_agree: bool = True) -> str:
     """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict; "(not settled)"
     is added where the chains disagree or the mean drifts (``settled`` False: :func:`converged` without the tau test),
     so that a deviation of a run that has not reached equilibrium is not read as the theory's. Where the theory
-    predicts 0 (Delta infinite) the deviation is the absolute ``difference`` MC - theory."""
+    predicts 0 (Delta infinite) the deviation is the absolute ``difference`` MC - theory. Where chains from different
+    kinds of start disagree (``starts_agree`` False) the caveat says so: :data:`STARTS_DISAGREE`."""
     if not np.isfinite(delta) and not np.isfinite(z):
         return "does not apply"
     if not np.isfinite(z) or not reliable:
         return "no verdict: the error bar does not hold"
-    caveat = "" if settled else " (not settled: the chains disagree or the mean drifts)"
+    caveat = ("" if settled else " (not settled: the chains disagree or the mean drifts)") if starts_agree \
+        else f" ({STARTS_DISAGREE})"
     if abs(z) < Z_AGREE:
         return f"agrees (z = {z:+.1f}){caveat}"
     size = f"{delta:.2%}" if np.isfinite(delta) or difference is None else f"{difference:+.3g} (the theory predicts 0)"
@@ -39,7 +46,7 @@ why_not = theory.why_not
 
 
 def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto",
-            sampler: str | None = None):
+            sampler: str | None = None, starts=None):
     r"""Sampled generalization loss and readout overlaps against every method of :data:`renormpp.theory.METHODS`.
 
     Parameters
@@ -55,6 +62,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     sampler : a description of the sampler and its step, shown in the summary (taken from an MCMC's kernel if
         not given), so that a reader can judge a biased sampler (ULA at a large step) that its own error bars
         cannot show.
+    starts : the kind of start of each chain (:mod:`renormpp.infer.starts`; read from a DataTree's ``start``
+        coordinate where not given): chains of different kinds must agree too (``starts_p``, ``starts_apart``).
 
     Returns
     -------
@@ -65,7 +74,9 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     :data:`Z_AGREE`) and ``not_applicable`` (per theory: why it does not apply here, :func:`why_not`; "" where it
     does); the equilibrium
     tests ``drift_z`` and ``drifting`` (:func:`drift`), ``chains_p`` and ``chains_apart`` (:func:`chain_spread`), both
-    judged among all the quantities (:func:`equilibrium_z`), and ``settled`` (neither raises its alarm), and ``rhat`` (:func:`rhat`, shown, not judged).
+    judged among all the quantities (:func:`equilibrium_z`), ``starts_p`` and ``starts_apart`` (the same test between
+    the kinds of start, NaN and False with one kind), and ``settled`` (none raises its alarm), and ``rhat``
+    (:func:`rhat`, shown, not judged); ``attrs["starts"]``: the kinds of start, comma-separated per chain.
     ``attrs``: ``sampler`` (the description), ``sampler_ok`` and ``sampler_problems`` (:func:`sampler_health`
     of the recorded acceptance, divergences, and the draws of eps_g), and ``summary`` (:func:`summary`).
     Where the sampler failed, every verdict is "no verdict: the sampler failed".
@@ -73,6 +84,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     import xarray as xr
 
     obs = _observable_draws(samples_or_datatree, fit, X_test, Y_test)
+    starts = list(starts) if starts is not None else chain_starts(samples_or_datatree)
     D = obs["overlap"].shape[-1]
     if D != fit.D:
         raise ValueError(f"the samples have D={D} outputs but the fit has D={fit.D}")
@@ -105,8 +117,12 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     spreads = [chain_spread(s, cut=e.cut) for s, e in zip(series, estimates)]
     drifting = [d.moves(len(names)) for d in drifts]
     apart = [c.apart(len(names)) for c in spreads]
-    settled = [not (d or a) for d, a in zip(drifting, apart)]
-    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i], mc[i] - pred[i, j])
+    several = starts is not None and len(set(starts)) > 1
+    by_start = [chain_spread(s, e.cut, groups=starts) if several else None for s, e in zip(series, estimates)]
+    starts_apart = [bool(b is not None and b.apart(len(names))) for b in by_start]
+    settled = [not (d or a or s) for d, a, s in zip(drifting, apart, starts_apart)]
+    verdicts = [[verdict(z[i, j], delta[i, j], estimates[i].reliable, settled[i], mc[i] - pred[i, j],
+                         not starts_apart[i])
                  if health.ok or not np.isfinite(pred[i, j])
                  else "no verdict: the sampler failed" for j in range(pred.shape[1])] for i in range(len(names))]
     ds = xr.Dataset(
@@ -116,6 +132,8 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              rhat=("quantity", rhats),
              chains_p=("quantity", [c.p for c in spreads]),
              drifting=("quantity", drifting), chains_apart=("quantity", apart),
+             starts_p=("quantity", [b.p if b is not None else np.nan for b in by_start]),
+             starts_apart=("quantity", starts_apart),
              settled=("quantity", settled),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
              prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
@@ -126,7 +144,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
         attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
                    error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n),
                    sampler=sampler or described or "not given", sampler_ok=int(health.ok),
-                   sampler_problems="; ".join(health.problems)),
+                   sampler_problems="; ".join(health.problems), starts=",".join(starts or [])),
     )
     ds.attrs["summary"] = summary(ds)
     return ds
@@ -178,6 +196,14 @@ def summary(ds) -> str:
                          f"(p < {FALSE_ALARM / family:.1g}) "
                          f"for {', '.join(apart[:8])}" + (f" and {len(apart) - 8} more" if len(apart) > 8 else "")
                          + "; a slow mode holds the chains apart: sample longer before trusting these error bars")
+    if "starts_apart" in ds and bool(ds.starts_apart.any()):
+        kinds = list(dict.fromkeys(ds.attrs.get("starts", "").split(",")))
+        apart = [f"{q} (p = {p:.1g})" for q, p, a in zip(ds.quantity.values, ds.starts_p.values, ds.starts_apart.values)
+                 if a]
+        lines.append(f"STARTS DISAGREE: NOT EQUILIBRIUM. Chains started from {' and '.join(kinds)} give means that "
+                     f"differ by more than their error bars allow (p < {FALSE_ALARM / family:.1g}) for "
+                     f"{', '.join(apart[:8])}" + (f" and {len(apart) - 8} more" if len(apart) > 8 else "")
+                     + "; at least one kind has not reached the posterior: these means are no verdict on the theory")
     if not bool(ds.reliable.all()):
         lines.append("WARNING: some error bars do not hold (see ds.reliable: a run too short, or a frozen chain)")
     return "\n".join(lines)

@@ -75,6 +75,15 @@ def _observable_draws(source, fit, X_test, Y_test) -> dict:
     raise ValueError(f"found sites {sorted(samples)}; need 'eps_g' and 'overlap' (recorded observables) or 'w' and 'v'")
 
 
+def chain_starts(source) -> list | None:
+    """The kind of start of each chain (:mod:`renormpp.infer.starts`), where a DataTree or Dataset records it (the
+    ``start`` coordinate along ``chain`` that ``renormpp run`` writes); None otherwise."""
+    if isinstance(source, dict) or hasattr(source, "get_samples"):
+        return None
+    post = source["posterior"] if "posterior" in getattr(source, "children", {}) else source
+    return [str(k) for k in post["start"].values] if "start" in post.coords else None
+
+
 def _sampler_stats(source) -> tuple[dict | None, str | None]:
     """The sampler statistics and a description of the sampler, where ``source`` has them."""
     if hasattr(source, "get_samples"):  # numpyro MCMC: the extra fields it collected

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from .. import architectures, datasets, diagnostics, network
 from .fields import (Count, Count0, Flag, NonNegative, OneOrMany, Positive, Probability, Shift, Table,  # noqa: F401
                      Text, expect)
-from .samplers import SAMPLERS, V_SAMPLING, SamplerTable  # noqa: F401
+from .samplers import SAMPLERS, START_KINDS, V_SAMPLING, SamplerTable  # noqa: F401
 
 LOADERS = {"synthetic": datasets.synthetic, "mnist": datasets.mnist, "projected_mnist": datasets.projected_mnist,
            "cifar10": datasets.cifar10, "low_dimensional": datasets.low_dimensional}
@@ -208,6 +208,10 @@ class _Run(_Table):
     blas_threads: Count0 = Field(1, description="BLAS/LAPACK threads while sampling (the Gibbs step's Cholesky "
                                                 "factor): 1, so that points side by side and other jobs do not fight "
                                                 "for the cores; 0 leaves them as they are")
+    starts: Optional[OneOrMany(Literal[START_KINDS])] = Field(
+        None, description="start the chains of each point from several kinds (of sampler.init's), shared out in turn "
+                          "(chain c from the (c mod k)-th kind): the report judges agreement across the kinds "
+                          "('starts disagree: not equilibrium'); e.g. [\"prior\", \"mode\"] with num_chains = 4")
     kernel_diagnosis: Flag = Field(True, description="measure the posterior's hidden kernel while sampling (summed "
                                                      "over thinned draws, about 10% of the sampling time) and judge "
                                                      "it against the theory's (kernel.json, comparison.md)")
@@ -272,6 +276,26 @@ class _Config(BaseModel):
         if s.step_size is None:
             s.step_size = s.epsilon * T
         return self
+
+    @model_validator(mode="after")
+    def _check_starts(self):
+        s, kinds = self.sampler, self.run.starts
+        if kinds is None:
+            return self
+        if s.init is not None and s.init not in kinds:
+            raise ValueError(f"sampler.init = {s.init!r} is not among run.starts = {kinds}: give one of them (run.starts "
+                             "lists every kind of start of the point's chains)")
+        if s.num_chains < len(kinds):
+            raise ValueError(f"run.starts = {kinds} shares the chains out among {len(kinds)} kinds of start: set "
+                             f"sampler.num_chains >= {len(kinds)} (e.g. {2 * len(kinds)}, two chains per kind)")
+        return self
+
+    def starts(self) -> list[str]:
+        """The kind of start of every chain (:func:`renormpp.infer.starts.assign`): ``run.starts`` shared out in turn,
+        or ``sampler.init`` (default "prior") for all."""
+        from ..infer.starts import assign
+
+        return assign(self.run.starts or [self.sampler.init or "prior"], self.sampler.num_chains)
 
     def dumps(self) -> str:
         """The config as TOML (keys with value None are left out: they mean 'the default')."""

@@ -13,7 +13,8 @@ Sizes (:data:`SIZES`):
 
 * ``full``: the paper's settings, P = P_test = 1000, T = 0.01, lambda0 = lambda1 = 1, erf, no biases, one-hot labels
   and its classes; sampling stops on accuracy (1% on eps_g, 0.01 on every overlap, tau resolved). The paper gives no
-  N1 grid for Fig. 1; :data:`N1_FULL` is our choice (alpha = P/N1 from 10 to 0.5). Hours to days on 2 cores.
+  N1 grid for Fig. 1; :data:`N1_FULL` is our choice (alpha = P/N1 from 10 to 0.5). Hours to days on 2 cores. The two
+  chains start from two kinds (:data:`FULL_STARTS`), and a width is settled only where they agree.
 * ``quick``: P = 200 (P_test = 1000) and the widths at the same alpha as three of the full grid's; sampling stops on
   the full size's accuracy or after :data:`QUICK_DRAWS` draws per chain, whichever comes first (never on wall time:
   a seed gives the same figure on any machine): a few minutes per figure on 2 cores, with honest (some wider, some
@@ -48,6 +49,9 @@ N1_FULL = (100, 250, 500, 1000, 2000)
 QUICK_DRAWS = 1500
 #: the accuracy at which sampling stops (quick and full sizes): relative on eps_g, absolute on every overlap
 TARGET_ERROR = {"eps_g": 0.01, "overlap": 0.01}
+#: the kinds of start of the full size's chains (``run.starts``, one chain each): a width is settled only where the
+#: chains from the prior and from a prior draw at half its scale agree (issue 34)
+FULL_STARTS = ("prior", "scaled")
 _P = {"full": 1000, "quick": 200, "smoke": 40}
 _P_TEST = {"full": 1000, "quick": 1000, "smoke": 100}
 _PAPER_MODEL = {"T": 0.01, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
@@ -95,6 +99,8 @@ class Series:
         if size in ("full", "quick"):
             sampler["num_samples"] = 200_000 if size == "full" else QUICK_DRAWS
             run["target_error"] = dict(TARGET_ERROR)
+            if size == "full":
+                run["starts"] = list(FULL_STARTS)
         else:
             sampler.update(num_warmup=20, num_samples=30, inner_steps=4)
             run["progress"] = False
@@ -164,26 +170,29 @@ def figure(name: str) -> Figure | None:
     return FIGURES.get(name)
 
 
-def configs(name: str, size: str = "quick", out=None) -> dict[str, dict]:
-    """``{series name: renormpp run config}`` of figure ``name`` at ``size``, writing below ``out``."""
+def configs(name: str, size: str = "quick", out=None, max_seconds: float | None = None) -> dict[str, dict]:
+    """``{series name: renormpp run config}`` of figure ``name`` at ``size``, writing below ``out``; ``max_seconds``
+    caps each width's sampling (``run.max_seconds``)."""
     if size not in SIZES:
         raise UnknownFigure(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
     out = Path(out if out is not None else default_out(size))
     fig = figure(name)
     if fig is None:
         return baseline_figures.configs(name, size, out)
-    return {s.name: s.config(size, out) for s in fig.series}
+    cap = {} if max_seconds is None else {"max_seconds": float(max_seconds)}
+    return {s.name: (c := s.config(size, out)) | {"run": c["run"] | cap} for s in fig.series}
 
 
 def default_out(size: str) -> Path:
     return Path(f"renormpp-paper-{size}")
 
 
-def print_configs(name: str, size: str = "quick", out=None, series: str | None = None) -> str:
+def print_configs(name: str, size: str = "quick", out=None, series: str | None = None,
+                  max_seconds: float | None = None) -> str:
     """The figure's configs as TOML, one document per series (``series``: only that one)."""
     import tomli_w
 
-    cfgs = configs(name, size, out)
+    cfgs = configs(name, size, out, max_seconds)
     dumps = config_mod.dumps if figure(name) is not None else tomli_w.dumps
     if series is not None:
         if series not in cfgs:
@@ -195,11 +204,13 @@ def print_configs(name: str, size: str = "quick", out=None, series: str | None =
 
 
 def make(name: str, size: str = "quick", out=None, *, executor=None, workers=None, address=None,
-         progress=None) -> Path:
-    """Run (or resume) the series of figure ``name`` at ``size`` and draw it; returns ``OUT/name``."""
+         progress=None, max_seconds: float | None = None) -> Path:
+    """Run (or resume) the series of figure ``name`` at ``size`` and draw it; returns ``OUT/name``. ``max_seconds``:
+    a cap on each width's sampling (``run.max_seconds``, a key a resumed run may change; a width that reaches it
+    unsettled is drawn hollow)."""
     fig = figure(name)
     out = Path(out if out is not None else default_out(size))
-    cfgs = configs(name, size, out)
+    cfgs = configs(name, size, out, max_seconds)
     start = time.perf_counter()
     if fig is None:
         return _write_baselines(name, size, out, start, progress is not False)

@@ -37,6 +37,17 @@ def pooled_draws(folders, keys=("eps_g", "overlap")) -> dict:
     return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in keys}
 
 
+def pooled_starts(folders) -> list | None:
+    """The kind of start of every chain of :func:`pooled_draws` (None where no point records them: one kind)."""
+    import arviz as az
+
+    from ..diagnostics.convert import chain_starts
+
+    found = [chain_starts(az.from_netcdf(f / "observables.nc")) for f in folders]
+    return None if all(k is None for k in found) else [k for f, ks in zip(folders, found)
+                                                          for k in (ks if ks is not None else ["prior"])]
+
+
 def markdown_table(df) -> str:
     """A DataFrame as a markdown table (no index), floats to 5 significant digits."""
     def fmt(v):
@@ -80,8 +91,10 @@ def load_sweep(outdir) -> Sweep:
         for N1 in sorted({r["N1"] for r, _ in ok}):
             group = [(r, f) for r, f in ok if r["N1"] == N1]
             fit = base.refit("infinite_width", N1=N1)
-            pooled.append(diagnostics.compare(pooled_draws([f for _, f in group]), fit, data.X_test, data.Y_test,
-                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler")))
+            folders = [f for _, f in group]
+            pooled.append(diagnostics.compare(pooled_draws(folders), fit, data.X_test, data.Y_test,
+                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler"),
+                                              starts=pooled_starts(folders)))
     return Sweep(cfg, data, base, done, pooled)
 
 
@@ -141,6 +154,8 @@ def report(outdir) -> Path:
         row.update(draws=res["draws"], chains=res["chains"], sampling_seconds=res["sampling_seconds"],
                    accept_prob=res.get("accept_prob"), divergences=res["divergences"], reliable=res["reliable"],
                    problems=res.get("problems", ""))
+        if res.get("starts") and len(res["starts"]) > 1:
+            row.update(starts="+".join(res["starts"]), starts_agree=res["starts_agree"])
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(outdir / "summary.csv", index=False)

@@ -17,6 +17,8 @@ from pydantic import Field, model_validator
 from .fields import Count, Count0, Flag, Positive, Probability, Shift, Table
 
 V_SAMPLING = ("joint", "gibbs", "integrated")
+#: the kinds of start (renormpp.infer.starts.KINDS, repeated here so that the config does not import jax)
+START_KINDS = ("prior", "mode", "scaled")
 
 
 # ---- the tables: what every kind has, and each kind's own keys -------------------------------------------------
@@ -37,6 +39,12 @@ class SamplerTable(Table):
                           "joint otherwise")
     rao_blackwell: Optional[Flag] = Field(None, description="record E[observable | w] instead of the observable of "
                                                             "(w, v) (default: true with v_sampling = 'integrated')")
+    init: Optional[Literal[START_KINDS]] = Field(
+        None, description="where the chains start: 'prior' (a prior draw, the paper's), 'mode' (a network trained to "
+                          "the posterior's mode by L-BFGS from a prior draw) or 'scaled' (a prior draw times "
+                          "init_scale); run.starts starts the chains of one point from several kinds (default: prior)")
+    init_scale: Positive = Field(0.5, description="the factor of a 'scaled' start's weights")
+    init_steps: Count = Field(1000, description="L-BFGS iterations of a 'mode' start")
     default_num_warmup: ClassVar[int] = 200
     default_v_sampling: ClassVar[str] = "joint"
     default_chain_method: ClassVar[str] = "vectorized"

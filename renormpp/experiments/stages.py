@@ -169,14 +169,18 @@ def start_chains(point, data, init_params=None):
     """``(chains, state)``: the point's :class:`renormpp.infer.Chains` and the initial state of every chain."""
     import jax
 
-    from ..infer import Chains
+    from ..infer import Chains, starts
 
     s = point.sampler
     chains = Chains(make_sampler(point, data), num_chains=s.num_chains, chain_method=s.chain_method,
                     extra_fields=SAMPLERS[s.kind].stats, blas_threads=point.run.blas_threads or None,
                     accumulate=kernel_accumulator(point, data))
-    state = chains.init(jax.random.PRNGKey(point.run.seed), s.num_warmup, *_float32(data.X, data.Y),
-                        init_params=init_params, **model_kwargs(point))
+    key, args, kwargs = jax.random.PRNGKey(point.run.seed), _float32(data.X, data.Y), model_kwargs(point)
+    kinds = point.starts()
+    if init_params is None and set(kinds) != {"prior"}:  # all from the prior: the sampler's own draws, as before
+        init_params = starts.positions(jax.random.fold_in(key, 1), architecture(point.model).model, kinds, args,
+                                       kwargs, scale=s.init_scale, steps=s.init_steps)
+    state = chains.init(key, s.num_warmup, *args, init_params=init_params, **kwargs)
     return chains, state
 
 
@@ -248,7 +252,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
             blocks.resize(dt / n, r.chunk_seconds, adaptive is not None and ck.warm < blocks.W)
             end_of_warmup = warming and ck.warm == blocks.W
             if not warming and ck.n < blocks.total:
-                stopped, errors = blocks.judge(ck, r)
+                stopped, errors = blocks.judge(ck, r, point.starts())
                 if errors:  # what stop on accuracy waits for, on the progress bar
                     bar.set_postfix_str(_postfix(stats, errors))
             bar.total = blocks.W + blocks.total
@@ -315,10 +319,11 @@ class Blocks:
         if adaptive_warming:
             self.size = min(self.size, WARMUP_BLOCK)
 
-    def judge(self, ck, r) -> tuple[str, dict]:
+    def judge(self, ck, r, starts=None) -> tuple[str, dict]:
         """Stop on accuracy or time (:func:`_early_stop`) after a sampling block: why sampling stops ("" to go on)
-        and the errors judged; moves the check grid on, and ``total`` to the draws made where it stops."""
-        stopped, errors = _early_stop(ck, r, self.check)
+        and the errors judged; moves the check grid on, and ``total`` to the draws made where it stops. ``starts``:
+        the kind of start of each chain (chains of different kinds must agree)."""
+        stopped, errors = _early_stop(ck, r, self.check, starts)
         self.check = next_check(ck.n) if ck.n >= self.check else self.check
         self.total = ck.n if stopped else self.total
         return stopped, errors
@@ -392,7 +397,7 @@ def next_check(n: int) -> int:
     return g
 
 
-def _early_stop(ck, r, check: int) -> tuple[str, dict]:
+def _early_stop(ck, r, check: int, starts=None) -> tuple[str, dict]:
     """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent), "target_error" (every
     error of :func:`accuracy` is reached and every quantity has settled, judged where the draws reach ``check``, a
     point of :func:`next_check`'s grid), or "" (go on); and the errors of :func:`accuracy` where they were judged."""
@@ -400,23 +405,24 @@ def _early_stop(ck, r, check: int) -> tuple[str, dict]:
         return "max_seconds", {}
     if r.target_error is None or ck.n < check:
         return "", {}
-    reached, errors = accuracy(ck.joined()[0], r.target_error, r.error_method)
+    reached, errors = accuracy(ck.joined()[0], r.target_error, r.error_method, starts)
     return ("target_error" if reached else ""), errors
 
 
-def accuracy(draws: dict, target, method: str = "gamma") -> tuple[bool, dict]:
+def accuracy(draws: dict, target, method: str = "gamma", starts=None) -> tuple[bool, dict]:
     """``(reached, errors)``: whether the means of ``draws`` have the errors ``target`` asks for (``eps_g`` relative,
     ``overlap`` absolute on every entry, each estimate :func:`~renormpp.diagnostics.converged` among them all: enough
     independent samples after the thermalization cut, chains that agree and no drift), and the errors achieved
     (``eps_g`` relative, ``overlap`` the largest, ``rhat`` the largest R-hat, shown only). Every overlap entry is
     judged even where only ``eps_g`` has a target: a slow mode shows in some quantities before others, and eps_g alone
-    can look settled while they still move."""
+    can look settled while they still move. ``starts``: the kind of start of each chain; chains of different kinds
+    must agree too (never settled where they do not)."""
     series = list(diagnostics.scalar_series(draws).values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short series are expected early on: they count as not reached
         est = [diagnostics.error_of_mean(x, method=method) for x in series]
         rhats = [diagnostics.rhat(x, cut=e.cut) for e, x in zip(est, series)]
-        settled = all(diagnostics.converged(e, x, family=len(series)) for e, x in zip(est, series))
+        settled = all(diagnostics.converged(e, x, family=len(series), groups=starts) for e, x in zip(est, series))
         worst_rhat = float(np.nanmax(rhats)) if np.isfinite(rhats).any() else np.nan
     eps, ov = est[0], est[1:]
     rel = eps.error / abs(eps.mean) if eps.mean else np.inf
@@ -439,11 +445,15 @@ def _noted(notes: list):
 
 
 # ---- outputs -------------------------------------------------------------------------------------------------------
-def to_datatree(draws: dict, stats: dict, class_names=None):
-    """The draws and statistics as an ArviZ DataTree with named dims (:func:`renormpp.diagnostics.to_datatree`)."""
+def to_datatree(draws: dict, stats: dict, class_names=None, starts=None):
+    """The draws and statistics as an ArviZ DataTree with named dims (:func:`renormpp.diagnostics.to_datatree`);
+    ``starts``, the kind of start of each chain, as the coordinate ``start`` along ``chain``."""
     D = draws["overlap"].shape[-1]
     names = list(class_names) if class_names is not None and len(class_names) == D else list(range(D))
-    return diagnostics.to_datatree(draws, sample_stats=stats, coords={"output": names, "output_": names})
+    dt = diagnostics.to_datatree(draws, sample_stats=stats, coords={"output": names, "output_": names})
+    if starts is not None:
+        dt["posterior"] = dt["posterior"].to_dataset().assign_coords(start=("chain", list(starts)))
+    return dt
 
 
 def comparison_markdown(ds) -> str:
@@ -488,7 +498,7 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
     """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result,
     whose ``status`` is ``"failed"`` where the sampler failed (:func:`renormpp.diagnostics.sampler_health`)."""
     folder, draws, stats = store.folder, sampled.draws, sampled.stats
-    dt = to_datatree(draws, stats, data.class_names)
+    dt = to_datatree(draws, stats, data.class_names, point.starts())
     dt.to_netcdf(folder / "observables.nc")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -514,6 +524,7 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
         eps_g_theory={t: float(e.prediction.sel(theory=t)) for t in theory.METHODS},
         verdict={t: e.verdict.sel(theory=t).item() for t in theory.METHODS},
         reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"], warnings=notes,
+        starts=sorted(set(point.starts())), starts_agree=not bool(ds.starts_apart.any()),
         **({"kernel": kernel} if kernel is not None else {}),
     )
 

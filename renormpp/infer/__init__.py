@@ -8,14 +8,17 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
 * :class:`Chains`: a sampler's chains run in compiled blocks of draws, continued from a state: what
   ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks;
 * :class:`AdaptiveWarmup`: between those blocks, ends the warmup's phases when they have done their job
-  (:mod:`.warmup`).
+  (:mod:`.warmup`);
+* :mod:`.starts`: where chains start (a prior draw, a rescaled one, the trained network), for chains of several kinds
+  that must agree.
 """
 from .adapter import Adapter, KineticLangevin, Langevin, LangevinState
 from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, ULABiasWarning
 from .algorithms import paper_step_size
 from .chains import Accumulator, Chains, DivergenceWarning
+from . import starts
 from .observed import Observed, ObservedState
 from .warmup import AdaptiveWarmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size"]
+           "LowAcceptanceWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size", "starts"]

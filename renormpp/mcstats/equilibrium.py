@@ -134,7 +134,7 @@ class ChainSpread:
         return bool(np.isfinite(self.p) and self.p < FALSE_ALARM / family)
 
 
-def chain_spread(series, cut="auto") -> ChainSpread:
+def chain_spread(series, cut="auto", groups=None) -> ChainSpread:
     r"""Do the chains of ``series`` (chain, draw) sample the same distribution? Each chain's mean :math:`m_c` after
     the thermalization ``cut``, with its own error :math:`\sigma_c` (:func:`gamma_method` on that chain alone),
     against their weighted mean :math:`\bar m = \sum_c m_c \sigma_c^{-2} / \sum_c \sigma_c^{-2}`:
@@ -145,16 +145,26 @@ def chain_spread(series, cut="auto") -> ChainSpread:
     tail. A slow mode that holds each chain in its own region, which no chain's autocorrelation shows, makes the means
     differ by many error bars (p tiny). This is the question of :func:`rhat`, with a false-alarm rate that does not
     depend on the length of the run: R-hat's noise is of order 1/ESS, so a fixed R-hat line rejects short runs in
-    equilibrium and passes long runs held apart by a few error bars. One chain is split into two halves."""
+    equilibrium and passes long runs held apart by a few error bars. One chain is split into two halves.
+
+    ``groups``: a label per chain (e.g. the kind of start of each, :mod:`renormpp.infer.starts`): then the means
+    compared are those of the groups, each over all its chains with its own error, so that chains that agree within
+    a group and sit apart from another group's (a trap each kind of start falls into) are found apart."""
     from scipy.stats import chi2 as chi2_dist
 
     x, cut = _apply_cut(series, cut)
-    x = _chains_or_halves(x)
-    if x.shape[1] < 8:
-        return ChainSpread(np.nan, x.shape[0] - 1, np.nan, tuple(x.mean(axis=1)), (np.nan,) * x.shape[0], cut)
+    if groups is not None:
+        labels = list(groups)
+        if len(labels) != x.shape[0]:
+            raise ValueError(f"groups gives {len(labels)} labels for {x.shape[0]} chains")
+        parts = [x[[c for c, g in enumerate(labels) if g == k]] for k in dict.fromkeys(labels)]
+    else:
+        parts = [c[None] for c in _chains_or_halves(x)]
+    if x.shape[1] < 8 or len(parts) < 2:
+        return ChainSpread(np.nan, len(parts) - 1, np.nan, tuple(p.mean() for p in parts), (np.nan,) * len(parts), cut)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ShortRunWarning)  # a short chain's error is too small: the test is stricter
-        est = [gamma_method(c[None], cut=0) for c in x]
+        est = [gamma_method(p, cut=0) for p in parts]
     m, e = np.array([a.mean for a in est]), np.array([a.error for a in est])
     if not np.all(e > 0):
         return ChainSpread(np.nan, len(m) - 1, np.nan, tuple(m), tuple(e), cut)
@@ -247,13 +257,15 @@ def scalar_series(draws: dict) -> dict:
                                                    for a in range(D) for b in range(a, D)}
 
 
-def converged(estimate: ErrorEstimate, series, family: int = 1) -> bool:
+def converged(estimate: ErrorEstimate, series, family: int = 1, groups=None) -> bool:
     """The error bar of ``estimate`` (of ``series``, after its cut) can be trusted: its autocorrelation time is resolved
     (``reliable``), the chains agree (:func:`chain_spread`) and the mean does not drift (:func:`drift`), both tests
     at the threshold for ``family`` series judged together (:func:`equilibrium_z`: the chance of a false alarm among
     all of them is :data:`FALSE_ALARM`). The stop on accuracy of ``renormpp run`` asks this of every quantity, with
-    ``family`` the number of quantities."""
+    ``family`` the number of quantities. ``groups`` (a label per chain: its kind of start) adds the same test between
+    the groups (:func:`chain_spread`): chains from different kinds of start must agree too."""
     spread = chain_spread(series, cut=estimate.cut)
     dz = drift(series, cut=estimate.cut).z
+    starts_agree = groups is None or len(set(groups)) < 2 or not chain_spread(series, estimate.cut, groups).apart(family)
     return bool(estimate.reliable and np.isfinite(spread.p) and not spread.apart(family)
-                and np.isfinite(dz) and abs(dz) <= equilibrium_z(family))
+                and np.isfinite(dz) and abs(dz) <= equilibrium_z(family) and starts_agree)

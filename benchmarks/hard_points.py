@@ -1,0 +1,110 @@
+"""The hard points of the paper, sampled from several kinds of start (issue 34): does each settle, and do the kinds agree?
+
+Run:  .venv/bin/python benchmarks/hard_points.py                          (fig1a-alpha10: up to 15 min)
+      .venv/bin/python benchmarks/hard_points.py --points problem1 mnist-alpha10 --root ../shared/data/mnist
+      .venv/bin/python benchmarks/hard_points.py --starts prior scaled --max-seconds 900 --chains-per-kind 1
+
+Each point is one `renormpp run` (the default sampler: kinetic Langevin, v integrated out, adaptive warmup) with
+`run.starts` = the kinds of start (renormpp.infer.starts), `run.target_error` at the paper's accuracy (1% on eps_g,
+0.01 on every overlap) and `run.max_seconds`. It prints, per point: the wall time and why sampling stopped, whether
+every quantity settled and whether the kinds of start agree, eps_g +- error per kind of start (Gamma method, each
+kind's chains together), and the pooled eps_g and overlaps against the exact theory (Delta = MC/theory - 1, z).
+Resumable: the runs live in OUT/NAME (default runs/hard-points); a finished point is read back, not rerun.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from theory_speed import machine_info  # noqa: E402
+
+_MODEL = {"T": 0.01, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
+POINTS = {
+    # Fig. 1a at the paper's size, alpha = P/N1 = 10: the point of issue 34 that did not thermalize in 10 minutes
+    "fig1a-alpha10": ({"name": "synthetic", "N0": 144, "D": 2, "teacher": "linear", "P": 1000, "P_test": 1000}, 100),
+    # problem 1 of benchmarks/samplers.py
+    "problem1": ({"name": "synthetic", "N0": 100, "D": 3, "teacher": "linear", "P": 500, "P_test": 500}, 250),
+    # MNIST (0, 1) at P = 200, alpha = 10 (issue 32's gap; needs --root or RENORMPP_DATA)
+    "mnist-alpha10": ({"name": "mnist", "classes": [0, 1], "P": 200, "P_test": 1000}, 20),
+}
+
+
+def config(name: str, out: Path, kinds, chains_per_kind: int, max_seconds: float, root=None) -> dict:
+    data, N1 = POINTS[name]
+    data = {**data, "seed": 0, **({"root": str(root)} if root and data["name"] != "synthetic" else {})}
+    return {"data": data, "model": {"N1": [N1], **_MODEL},
+            "sampler": {"kind": "kinetic", "num_samples": 200_000, "num_chains": chains_per_kind * len(kinds)},
+            "run": {"out": str(out / name), "starts": list(kinds), "target_error": {"eps_g": 0.01, "overlap": 0.01},
+                    "max_seconds": float(max_seconds), "kernel_diagnosis": False, "seeds": [0]}}
+
+
+def by_kind(folder: Path) -> list[str]:
+    """eps_g +- error of each kind of start's chains (after the point's thermalization cut)."""
+    import arviz as az
+
+    from renormpp import mcstats
+
+    dt = az.from_netcdf(folder / "observables.nc")
+    eps = np.asarray(dt.posterior.eps_g.values)
+    kinds = [str(k) for k in dt.posterior.coords["start"].values] if "start" in dt.posterior.coords else \
+        ["prior"] * eps.shape[0]
+    cut = mcstats.error_of_mean(eps).cut
+    out = []
+    for k in dict.fromkeys(kinds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e = mcstats.error_of_mean(eps[[c for c, g in enumerate(kinds) if g == k]], cut=cut)
+        out.append(f"{k} {e.mean:.5f} +- {e.error:.5f}")
+    return out
+
+
+def report(name: str, folder: Path, seconds: float) -> None:
+    import xarray as xr
+
+    res = json.loads((folder / "result.json").read_text())
+    ds = xr.open_dataset(folder / "comparison.nc").sel(theory="exact")
+    settled = bool(ds.settled.all()) and bool(ds.reliable.all())
+    print(f"\n## {name}: N1 = {res['N1']}, {res['chains']} chains x {res['draws']} draws, sampling "
+          f"{res['sampling_seconds']:.0f} s (this call {seconds:.0f} s), stopped: {res['stopped']}")
+    print(f"settled (every quantity, error bars hold): {settled}; starts {'+'.join(res.get('starts', ['prior']))} "
+          f"agree: {res.get('starts_agree', True)}")
+    print("eps_g per kind of start: " + "; ".join(by_kind(folder)))
+    print("| quantity | MC | exact | Delta | z | settled |\n|---|---|---|---|---|---|")
+    for q in ds.quantity.values:
+        r = ds.sel(quantity=q)
+        print(f"| {q} | {float(r.mc_mean):.5g} +- {float(r.mc_error):.2g} | {float(r.prediction):.5g} | "
+              f"{float(r.mc_mean) / float(r.prediction) - 1:+.1%} | {float(r.z):+.1f} | {bool(r.settled)} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", nargs="+", default=["fig1a-alpha10"], choices=list(POINTS))
+    ap.add_argument("--starts", nargs="+", default=["prior", "scaled"])
+    ap.add_argument("--chains-per-kind", type=int, default=1)
+    ap.add_argument("--max-seconds", type=float, default=900.0)
+    ap.add_argument("--out", type=Path, default=Path("runs/hard-points"))
+    ap.add_argument("--root", default=os.environ.get("RENORMPP_DATA"))
+    args = ap.parse_args()
+    from renormpp.experiments import config as config_mod
+    from renormpp.experiments import runner
+
+    print(machine_info())
+    for name in args.points:
+        cfg = config(name, args.out, args.starts, args.chains_per_kind, args.max_seconds,
+                     root=Path(args.root) / "mnist" if args.root and not str(args.root).endswith("mnist") else args.root)
+        t0 = time.perf_counter()
+        runner.run(config_mod.resolve(cfg))
+        folder = next(Path(cfg["run"]["out"], "points").iterdir())
+        report(name, folder, time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
