@@ -423,7 +423,8 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive")):
     r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
     \epsilon_{g,\rm th}|/\epsilon_{g,\rm th}` against :math:`N_1`, one colour per series (e.g. randomly projected
     MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory (as in
-    :data:`renormpp.theory.METHODS`; the adaptive theory dashed), error bars from the sampled mean's error.
+    :data:`renormpp.theory.METHODS`; the adaptive theory dashed), error bars from the sampled mean's error; points
+    whose error bar does not hold (``reliable`` False: a run too short or not settled) hollow.
 
     ``table``: rows of :func:`renormpp.experiments.validity.table`."""
     plt = _plt()
@@ -431,14 +432,21 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive")):
     styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2))}
     markers = {"exact": "o", "corrected": "s", "infinite_width": "^", "adaptive": "D"}
     fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
+    hollow = False
     for i, (series, g) in enumerate(eps.groupby("series", sort=False)):
         for th in theories:
             h = g[(g.theory == th) & np.isfinite(g.delta)].sort_values("N1")
             if h.empty:
                 continue
-            ax.errorbar(h.N1, 100 * h.delta.abs(), yerr=100 * h.mc_error / h.prediction.abs(), color=f"C{i}",
-                        ls=styles.get(th, "-"), marker=markers.get(th, "o"), ms=4, capsize=3,
-                        label=f"{series}: {th.replace('_', ' ')}")
+            y, ok = 100 * h.delta.abs().values, h.reliable.astype(bool).values
+            ax.errorbar(h.N1, y, yerr=100 * h.mc_error / h.prediction.abs(), color=f"C{i}", ls=styles.get(th, "-"),
+                        marker="none", capsize=3, label=f"{series}: {th.replace('_', ' ')}")
+            for held, face in ((ok, f"C{i}"), (~ok, "none")):
+                ax.plot(h.N1.values[held], y[held], ls="none", marker=markers.get(th, "o"), ms=5, color=f"C{i}",
+                        mfc=face)
+            hollow |= bool((~ok).any())
+    if hollow:
+        ax.plot([], [], "ko", mfc="none", label=f"hollow: {HOLLOW}")
     for level in (1, 5):
         ax.axhline(level, color="0.6", lw=0.8, ls=":")
     ax.set_xscale("log")

@@ -184,3 +184,29 @@ def test_run_with_two_kinds_of_start(tmp_path):
     res = json.loads((folder / "result.json").read_text())
     assert res["starts"] == ["mode", "prior"] and isinstance(res["starts_agree"], bool)
     assert "starts" in (tmp_path / "summary.csv").read_text()
+
+
+@pytest.mark.slow
+def test_three_kinds_of_start_agree_on_a_small_posterior(tmp_path):
+    """On a small posterior (P = 100, N0 = 20, N1 = 20, D = 2, T = 0.01) chains from the prior, from half its scale
+    and from the trained network reach the same posterior: the kinds agree on every quantity (chain_spread between
+    kinds, p above the family's false-alarm rate), each quantity settled, and the six chains' late means of eps_g within
+    10% of each other."""
+    import arviz as az
+    import xarray as xr
+
+    from renormpp.experiments import runner
+
+    raw = {"data": {"name": "synthetic", "P": 100, "P_test": 200, "N0": 20, "D": 2, "teacher": "linear"},
+           "model": {"N1": [20], "T": 0.01},
+           "sampler": {"num_samples": 1000, "num_chains": 6},
+           "run": {"out": str(tmp_path), "starts": ["prior", "scaled", "mode"], "progress": False,
+                   "kernel_diagnosis": False}}
+    runner.run(config_mod.resolve(raw))
+    folder = next((tmp_path / "points").iterdir())
+    res = json.loads((folder / "result.json").read_text())
+    ds = xr.open_dataset(folder / "comparison.nc")
+    assert res["starts_agree"] and res["starts"] == ["mode", "prior", "scaled"]
+    assert np.all(ds.starts_p.values > ms.FALSE_ALARM / ds.sizes["quantity"]) and bool(ds.settled.all())
+    eps = az.from_netcdf(folder / "observables.nc").posterior.eps_g.values
+    assert np.ptp(eps[:, -500:].mean(axis=1)) < 0.1 * eps[:, -500:].mean()

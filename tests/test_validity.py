@@ -121,3 +121,8 @@ def test_the_plots_draw_every_cell_and_series():
     real = t.assign(family="real", series=np.where(t.ratio == 1, "a", "b"))
     fig = rp.plots.discrepancy_vs_N1(real, theories=("exact",))
     assert len(fig.axes[0].get_legend().get_texts()) == 2
+    real.loc[real.index[0], "reliable"] = False  # an error bar that does not hold: drawn hollow, and said so
+    fig = rp.plots.discrepancy_vs_N1(real, theories=("exact",))
+    faces = [line.get_markerfacecolor() for line in fig.axes[0].lines if len(line.get_xdata()) == 1]
+    assert "none" in faces and any(f != "none" for f in faces)
+    assert any("hollow" in x.get_text() for x in fig.axes[0].get_legend().get_texts())
