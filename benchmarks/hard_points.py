@@ -34,14 +34,20 @@ POINTS = {
     "problem1": ({"name": "synthetic", "N0": 100, "D": 3, "teacher": "linear", "P": 500, "P_test": 500}, 250),
     # MNIST (0, 1) at P = 200, alpha = 10 (issue 32's gap; needs --root or RENORMPP_DATA)
     "mnist-alpha10": ({"name": "mnist", "classes": [0, 1], "P": 200, "P_test": 1000}, 20),
+    # Fig. 1b's first width at the paper's size: MNIST (0, 1), D = 2, P = 1000, alpha = 10 (needs --root)
+    "fig1b-alpha10": ({"name": "mnist", "classes": [0, 1], "P": 1000, "P_test": 1000, "preprocessing": "supplement"},
+                      100),
 }
 
 
-def config(name: str, out: Path, kinds, chains_per_kind: int, max_seconds: float, root=None) -> dict:
+def config(name: str, out: Path, kinds, chains_per_kind: int, max_seconds: float, root=None,
+           sampler: dict | None = None) -> dict:
+    """The `renormpp run` config of point ``name``; ``sampler``: options of the sampler table beside the defaults."""
     data, N1 = POINTS[name]
     data = {**data, "seed": 0, **({"root": str(root)} if root and data["name"] != "synthetic" else {})}
     return {"data": data, "model": {"N1": [N1], **_MODEL},
-            "sampler": {"kind": "kinetic", "num_samples": 200_000, "num_chains": chains_per_kind * len(kinds)},
+            "sampler": {"kind": "kinetic", "num_samples": 200_000, "num_chains": chains_per_kind * len(kinds),
+                        **(sampler or {})},
             "run": {"out": str(out / name), "starts": list(kinds), "target_error": {"eps_g": 0.01, "overlap": 0.01},
                     "max_seconds": float(max_seconds), "kernel_diagnosis": False, "seeds": [0]}}
 
@@ -92,13 +98,18 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=900.0)
     ap.add_argument("--out", type=Path, default=Path("runs/hard-points"))
     ap.add_argument("--root", default=os.environ.get("RENORMPP_DATA"))
+    ap.add_argument("--sampler", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="options of the sampler table, e.g. accept_shift=0.05 friction=0.5 (values read as TOML)")
     args = ap.parse_args()
+    import tomllib
+
+    sampler = {k: tomllib.loads(f"x = {v}")["x"] for k, v in (o.split("=", 1) for o in args.sampler)}
     from renormpp.experiments import config as config_mod
     from renormpp.experiments import runner
 
     print(machine_info())
     for name in args.points:
-        cfg = config(name, args.out, args.starts, args.chains_per_kind, args.max_seconds,
+        cfg = config(name, args.out, args.starts, args.chains_per_kind, args.max_seconds, sampler=sampler,
                      root=Path(args.root) / "mnist" if args.root and not str(args.root).endswith("mnist") else args.root)
         t0 = time.perf_counter()
         runner.run(config_mod.resolve(cfg))

@@ -161,3 +161,34 @@ def test_log_marginal_of_gradient_in_every_argument_is_autodiff_of_the_dense_for
     grads = [jax.grad(f, argnums=(0, 1, 2))(w, p["Y"], T) for f in (ours, dense)]
     for got, ref in zip(*grads):
         np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
+
+
+def test_log_marginal_of_in_float32_is_smooth_at_the_papers_size():
+    """The integrated sampler's potential in float32 at P = 1000, N1 = 100, T = 0.01, D = 2, on inputs that carry
+    their labels (class means plus noise, as MNIST's digits): the features fit the labels well, and tr Y^T C^-1 Y,
+    a few hundred, was computed as the difference of two numbers ~1e5, whose float32 rounding noise (3 and 12 here,
+    of order one on MNIST) made the Metropolis test test noise (issue 34). Against float64 (numpy's P x P Cholesky
+    factor): the value, and its change under a move of 1e-4 (the scale of a Langevin step), to 0.01."""
+    rng = np.random.default_rng(0)
+    Pb, N0b, N1b, Tb = 1000, 60, 100, 0.01
+    labels = rng.integers(0, 2, Pb)
+    X = rng.standard_normal((2, N0b))[labels] + 0.3 * rng.standard_normal((Pb, N0b))
+    Y = np.eye(2)[labels]
+    w = rng.standard_normal((N1b, N0b)).astype(np.float32)
+    dw = 1e-4 * rng.standard_normal(w.shape).astype(np.float32)
+
+    def dense(w):
+        phi = erf(X @ w.astype(float).T / np.sqrt(N0b))
+        L = np.linalg.cholesky(phi @ phi.T / N1b + Tb * np.eye(Pb))
+        Z = np.linalg.solve(L, Y)
+        return -0.5 * np.sum(Z**2) - 2 * np.sum(np.log(np.diag(L))) - Pb * np.log(2 * np.pi)
+
+    def ours(w):
+        return float(readout.log_marginal_of({"w": w}, X.astype(np.float32), Y.astype(np.float32), T=Tb,
+                                             lambda1=1.0))
+
+    ref0, ref1 = dense(w), dense(w + dw)
+    with jax.enable_x64(False):
+        got0, got1 = ours(w), ours(w + dw)
+    assert abs(got0 - ref0) < 0.01, (got0, ref0)
+    assert abs((got1 - got0) - (ref1 - ref0)) < 0.01, (got1 - got0, ref1 - ref0)
