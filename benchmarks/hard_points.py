@@ -3,6 +3,7 @@
 Run:  .venv/bin/python benchmarks/hard_points.py                          (fig1a-alpha10: up to 15 min)
       .venv/bin/python benchmarks/hard_points.py --points problem1 mnist-alpha10 --root ../shared/data/mnist
       .venv/bin/python benchmarks/hard_points.py --starts prior scaled --max-seconds 900 --chains-per-kind 1
+      .venv/bin/python benchmarks/hard_points.py --sampler accept_shift=0.05 --out runs/hard-points-neal
 
 Each point is one `renormpp run` (the default sampler: kinetic Langevin, v integrated out, adaptive warmup) with
 `run.starts` = the kinds of start (renormpp.infer.starts), `run.target_error` at the paper's accuracy (1% on eps_g,
