@@ -453,7 +453,7 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     grid = [stages.next_check(0)]
     while grid[-1] < res["draws"]:
         grid.append(stages.next_check(grid[-1]))
-    assert res["draws"] == grid[-1] and grid[:4] == [10, 20, 30, 40] and grid[-1] - grid[-2] <= max(10, grid[-2] // 9)
+    assert res["draws"] == grid[-1] and grid[:4] == [10, 20, 30, 40] and grid[-1] - grid[-2] <= grid[-2] // 10 + 10  # ~10% apart, rounded up to tens
     # an early part of the same draws had not reached it: the check is of the errors, not of the number of draws
     cfg = rp.experiments.resolve({**base, "run": {**base["run"], "out": str(tmp_path / "a"), "target_error": target}})
     assert stages.accuracy(draws, cfg.run.target_error)[0]
