@@ -150,11 +150,11 @@ def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation:
 
 def _evidence_parts(A, Y, T):
     r"""The inverse ``S_inv`` of the smaller Gram matrix (``G = A^T A + T`` where N1 < P, else ``C = A A^T + T``),
-    log det C, ``B = C^{-1} Y`` (the dual coefficients) and ``quad`` :math:`= {m tr}\,Y^	op C^{-1} Y`.
+    log det C, ``B = C^{-1} Y`` (the dual coefficients) and ``quad`` :math:`= {\rm tr}\,Y^\top C^{-1} Y`.
 
-    Where N1 < P, ``quad`` is the ridge regression's minimum, :math:`Y^	op C^{-1}Y = \min_V \|Y - AV\|^2/T +
-    \|V\|^2`, at :math:`V = G^{-1}A^	op Y` with residual :math:`R = Y - AV = T B`: an error in V changes it at
-    second order only. The difference form :math:`(\|Y\|^2 - Y^	op A G^{-1} A^	op Y)/T` cancels two numbers of
+    Where N1 < P, ``quad`` is the ridge regression's minimum, :math:`Y^\top C^{-1}Y = \min_V \|Y - AV\|^2/T +
+    \|V\|^2`, at :math:`V = G^{-1}A^\top Y` with residual :math:`R = Y - AV = T B`: an error in V changes it at
+    second order only. The difference form :math:`(\|Y\|^2 - Y^\top A G^{-1} A^\top Y)/T` cancels two numbers of
     order :math:`\|Y\|^2/T` (1e5 at P = 1000, T = 0.01) and in float32 left a rounding noise of order one in the
     potential: the Metropolis test then tested noise (issue 34, MNIST at P = 1000)."""
     P, N1 = A.shape
