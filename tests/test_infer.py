@@ -229,6 +229,44 @@ def test_a_moving_chain_does_not_warn_of_low_acceptance():
     assert np.all(np.asarray(mcmc.last_state.mean_accept_prob) > 0.5)
 
 
+def hashed_noise_potential(sigma):
+    """0.5|x|^2 plus a noise of standard deviation ``sigma`` that is a fixed function of x's float32 bits (a stand-in
+    for rounding noise: the same x always gives the same value, a neighbour an independent one; no gradient)."""
+    def U(x):
+        bits = jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x).astype(jnp.float32), jnp.uint32)
+        seed = jnp.sum(bits * jnp.arange(1, x.shape[-1] + 1, dtype=jnp.uint32))
+        noise = jax.random.normal(jax.random.fold_in(jax.random.PRNGKey(1), seed), (), x.dtype)
+        return 0.5 * jnp.sum(x**2) + sigma * noise
+    return U
+
+
+@pytest.mark.parametrize("sigma", [0.1, 1.0, 10.0])
+def test_potential_noise_measures_a_known_noise(sigma):
+    # a quadratic fit on 9 points leaves 6 degrees of freedom: the estimate is within a factor ~2.5 of sigma
+    q = jax.random.normal(jax.random.PRNGKey(3), (1000,), jnp.float32)
+    for scale in (1.0, 3.0):
+        got = float(infer.alerts.potential_noise(hashed_noise_potential(sigma), scale * q))
+        assert sigma / 2.5 < got < 2.5 * sigma, (sigma, scale, got)
+    # no noise but float32's: a quadratic of size 1.5e4 (rounding ~1e-3) and a quartic, far below the bound
+    assert float(infer.alerts.potential_noise(lambda x: 15.0 * jnp.sum(x**2), q)) < 0.01
+    assert float(infer.alerts.potential_noise(lambda x: jnp.sum(x**4) + jnp.sum(x), q)) < 0.01
+
+
+def test_a_noisy_potential_warns_at_the_warmups_end():
+    # issue 34: a float32 cancellation made the potential's rounding noise O(1); the Metropolis test then tested noise,
+    # the warmup shrank the step to 4e-8 with the acceptance still at 0.75, and nothing said why the chains stood still
+    kernel = infer.KineticLangevin(potential_fn=hashed_noise_potential(1.0), step_size=0.1)
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=30, num_chains=2, chain_method="vectorized", progress_bar=False)
+    with pytest.warns(infer.NoisyPotentialWarning, match=r"rounding noise at the end of the warmup is .* in chain\(s\) "
+                                                         r"\[0, 1\] \(above 0.25.*float64"):
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 50)))
+    kernel = infer.KineticLangevin(potential_fn=hashed_noise_potential(0.01), step_size=0.1)
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=30, num_chains=2, chain_method="vectorized", progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", infer.NoisyPotentialWarning)
+        mcmc.run(jax.random.PRNGKey(0), init_params=jnp.ones((2, 50)))
+
+
 def test_paper_units():
     assert infer.paper_step_size(1e-3, 0.01) == pytest.approx(1e-5)
     with pytest.raises(ValueError, match="positive"):

@@ -192,3 +192,32 @@ def test_log_marginal_of_in_float32_is_smooth_at_the_papers_size():
         got0, got1 = ours(w), ours(w + dw)
     assert abs(got0 - ref0) < 0.01, (got0, ref0)
     assert abs((got1 - got0) - (ref1 - ref0)) < 0.01, (got1 - got0, ref1 - ref0)
+
+
+def test_the_samplers_noise_alert_flags_the_difference_form_and_passes_the_ridge_form():
+    """The alert of :func:`renormpp.infer.alerts.potential_noise` (issued at the warmup's end) on the same inputs:
+    the integrated potential as it was before the fix of issue 34 (tr Y^T C^-1 Y as (||Y||^2 - Y^T A G^-1 A^T Y)/T,
+    two numbers ~1e5) is flagged; the ridge form of :func:`readout.log_marginal_of` is far below the bound."""
+    import jax.numpy as jnp
+
+    from renormpp.infer import alerts
+
+    rng = np.random.default_rng(0)
+    Pb, N0b, N1b, Tb = 1000, 60, 100, 0.01
+    labels = rng.integers(0, 2, Pb)
+    X = (rng.standard_normal((2, N0b))[labels] + 0.3 * rng.standard_normal((Pb, N0b))).astype(np.float32)
+    Y = np.eye(2, dtype=np.float32)[labels]
+    w = jnp.asarray(rng.standard_normal(N1b * N0b).astype(np.float32))
+
+    def ridge(flat):
+        return -readout.log_marginal_of({"w": flat.reshape(N1b, N0b)}, X, Y, T=Tb, lambda1=1.0)
+
+    def difference(flat):  # the pre-fix form, up to constants
+        A = jax.scipy.special.erf(X @ flat.reshape(N1b, N0b).T / np.sqrt(N0b)) / np.sqrt(N1b)
+        L_inv, d = readout.cholesky_inverse(A.T @ A + Tb * jnp.eye(N1b))
+        B = (Y - A @ (L_inv.T @ L_inv @ (A.T @ Y))) / Tb
+        return 0.5 * jnp.sum(Y * B) + 2 * jnp.sum(jnp.log(d))
+
+    with jax.enable_x64(False):
+        assert float(alerts.potential_noise(ridge, w)) < alerts.NOISE_BOUND / 25
+        assert float(alerts.potential_noise(difference, w)) > 4 * alerts.NOISE_BOUND

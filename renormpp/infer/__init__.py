@@ -13,7 +13,7 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
   that must agree.
 """
 from .adapter import Adapter, KineticLangevin, Langevin, LangevinState
-from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, ULABiasWarning
+from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, NoisyPotentialWarning, ULABiasWarning
 from .algorithms import paper_step_size
 from .chains import Accumulator, Chains, DivergenceWarning
 from . import starts
@@ -21,4 +21,4 @@ from .observed import Observed, ObservedState
 from .warmup import AdaptiveWarmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size", "starts"]
+           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size", "starts"]

@@ -19,7 +19,9 @@ a bare loop.
 A Metropolis-adjusted chain that hardly accepts its moves is frozen: its draws are its start, not the posterior.
 After 50, 100, 200, ... draws past the warmup the kernel checks every chain's mean acceptance since the warmup
 (``mean_accept_prob``, reset when the warmup ends, as NumPyro's HMC does) and warns, naming the chains and the step,
-where it is below :data:`~.alerts.MIN_ACCEPT_PROB`.
+where it is below :data:`~.alerts.MIN_ACCEPT_PROB`. At the first draw after the warmup it measures the potential's
+rounding noise at every chain's position and warns (:class:`~.alerts.NoisyPotentialWarning`) where it is above
+:data:`~.alerts.NOISE_BOUND`: a Metropolis test of noise accepts at random, whatever the step.
 
 The warmup's schedule (where the mass window opens and closes, where the warmup ends) is read and moved through
 :meth:`Adapter.schedule` and :meth:`Adapter.reschedule` (:class:`renormpp.infer.warmup.AdaptiveWarmup` does).
@@ -306,6 +308,16 @@ class Adapter(MCMCKernel):
             # at 50, 100, 200, ... draws after the warmup (the warmup's end: the same for every chain)
             n = new.i - new.adaptation.schedule[..., 2]
             n = n[0] if batched else n
+
+            def noise():  # once, at the first draw after the warmup
+                flat = jax.vmap(lambda z: ravel_pytree(z)[0]) if batched else (lambda z: ravel_pytree(z)[0])
+                level = (jax.vmap(alerts.potential_noise, (None, 0)) if batched else alerts.potential_noise)(
+                    U, flat(new.z))
+                jax.lax.cond(jnp.any(~(level <= alerts.NOISE_BOUND)),
+                             lambda: jax.debug.callback(alerts.warn_noisy_potential, level, new.step_size),
+                             lambda: None)
+
+            jax.lax.cond(n == 1, noise, lambda: None)
             jax.lax.cond(alerts.acceptance_check_due(n) & jnp.any(new.mean_accept_prob < alerts.MIN_ACCEPT_PROB),
                          lambda: jax.debug.callback(alerts.warn_low_acceptance, n, new.mean_accept_prob,
                                                     new.step_size),
