@@ -9,7 +9,9 @@ Each point is one `renormpp run` (the default sampler: kinetic Langevin, v integ
 `run.starts` = the kinds of start (renormpp.infer.starts), `run.target_error` at the paper's accuracy (1% on eps_g,
 0.01 on every overlap) and `run.max_seconds`. It prints, per point: the wall time and why sampling stopped, whether
 every quantity settled and whether the kinds of start agree, eps_g +- error per kind of start (Gamma method, each
-kind's chains together), and the pooled eps_g and overlaps against the exact theory (Delta = MC/theory - 1, z).
+kind's chains together), eps_g of every chain per block of 1000 draws (chains that hold their own level sit in
+different regions of the posterior), and the pooled eps_g and overlaps against the exact theory (Delta =
+MC/theory - 1, z).
 Resumable: the runs live in OUT/NAME (default runs/hard-points); a finished point is read back, not rerun.
 """
 from __future__ import annotations
@@ -73,6 +75,19 @@ def by_kind(folder: Path) -> list[str]:
     return out
 
 
+def blocks(folder: Path, size: int = 1000) -> list[str]:
+    """eps_g of every chain per block of ``size`` recorded draws: chains that hold their own level for several
+    blocks sit in different regions of the posterior, whatever their error bars say."""
+    import arviz as az
+
+    post = az.from_netcdf(folder / "observables.nc").posterior
+    eps = np.asarray(post.eps_g.values)
+    kinds = [str(k) for k in post.coords["start"].values] if "start" in post.coords else ["prior"] * eps.shape[0]
+    n = eps.shape[1] // size
+    return [f"chain {c} ({kinds[c]}): " + " ".join(f"{eps[c, i * size:(i + 1) * size].mean():.4f}" for i in range(n))
+            for c in range(eps.shape[0])]
+
+
 def report(name: str, folder: Path, seconds: float) -> None:
     import xarray as xr
 
@@ -84,6 +99,7 @@ def report(name: str, folder: Path, seconds: float) -> None:
     print(f"settled (every quantity, error bars hold): {settled}; starts {'+'.join(res.get('starts', ['prior']))} "
           f"agree: {res.get('starts_agree', True)}")
     print("eps_g per kind of start: " + "; ".join(by_kind(folder)))
+    print("eps_g per chain, per block of 1000 draws:\n  " + "\n  ".join(blocks(folder)))
     print("| quantity | MC | exact | Delta | z | settled |\n|---|---|---|---|---|---|")
     for q in ds.quantity.values:
         r = ds.sel(quantity=q)

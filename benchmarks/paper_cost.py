@@ -2,15 +2,15 @@
 draw at every series and width of ``renormpp paper all --size full``, and the hours that N draws per width take.
 
 Run:  .venv/bin/python benchmarks/paper_cost.py --root DATA            (about 15 minutes on 2 cores)
-      .venv/bin/python benchmarks/paper_cost.py --root ../shared/data --series mnist-D2 --draws 3
+      .venv/bin/python benchmarks/paper_cost.py --root DATA --series mnist-D2 --N1 1000 --draws 5
 
 DATA holds mnist/ (the IDX files) and cifar-10-batches-py/ (for ../shared/data: python
 ../shared/data/cifar10/to_batches.py DATA, and the mnist folder copied or linked beside it).
 
 Each width is built as ``renormpp run`` builds it (the point's data, its sampler and its observables: the default
 kinetic Langevin, v integrated out, two chains vectorized, 10 updates per draw, the hidden kernel's accumulator where
-the point measures it) and timed over one block of ``--draws`` draws after a draw that compiles it (the warmup's adaptation
-included, as in the run's first draws). The total is the sum over the series' widths (each series once, as ``paper
+the point measures it) and timed over one block of ``--draws`` draws after a draw that compiles it (the warmup's
+adaptation included, as in the run's first draws). The total is the sum over the series' widths (each series once, as ``paper
 all`` shares them) of the seconds for ``--per-width`` draws (2000 by default: the order of what the settled widths
 of Fig. 1b needed, 430-2811 draws) plus the warmup's 200.
 """
