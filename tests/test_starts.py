@@ -160,6 +160,11 @@ def test_config_starts_checks():
                             "sampler": {"init": "scaled"}})
     with pytest.raises(config_mod.ConfigError, match="init"):
         config_mod.resolve({**raw, "sampler": {"init": "trained"}})
+    # the config's kinds (kept beside it so that reading a config does not import jax) are the sampler's
+    from renormpp.experiments.samplers import START_KINDS
+    from renormpp.infer import starts
+
+    assert START_KINDS == starts.KINDS
 
 
 def test_run_with_two_kinds_of_start(tmp_path):
