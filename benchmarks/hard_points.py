@@ -40,6 +40,9 @@ POINTS = {
     # Fig. 1b's first width at the paper's size: MNIST (0, 1), D = 2, P = 1000, alpha = 10 (needs --root)
     "fig1b-alpha10": ({"name": "mnist", "classes": [0, 1], "P": 1000, "P_test": 1000, "preprocessing": "supplement"},
                       100),
+    # the same at D = 3 (classes 1, 2, 3): the kinds of start agree on eps_g and hold different overlaps (stop 42)
+    "fig1b-D3-alpha10": ({"name": "mnist", "classes": [1, 2, 3], "P": 1000, "P_test": 1000,
+                          "preprocessing": "supplement"}, 100),
 }
 
 
