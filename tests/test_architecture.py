@@ -3,6 +3,8 @@
 The imports are read from the source with ``ast`` (at module level and inside functions alike), so a lazy import
 inside a function counts as much as one at the top."""
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,49 @@ def test_the_checker_sees_a_circle_and_a_layer_violation(tmp_path, monkeypatch):
     monkeypatch.setitem(GRAPH, "renormpp.network", {"renormpp.theory"})
     with pytest.raises(AssertionError, match="renormpp.network imports \\['theory'\\]"):
         test_each_module_imports_only_the_layers_below("renormpp.network")
+
+
+#: Modules of more than one idea that issue 44 (item 3) split into packages of one idea a module, with every name
+#: they had: the public ones, and the private ones that other code imports (benchmarks/cnn.py: _Problem, _fit)
+SPLIT = {
+    "renormpp.plots": ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "discrepancy_vs_N1", "ess",
+                       "generalization_vs_N1", "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis",
+                       "overlap_heatmaps", "overlaps_vs_N1", "scaling", "theory_lines", "trace", "validity_map"],
+    "renormpp.theory.conv": ["CHUNK_MEMORY", "CONV_METHODS", "ConvFit", "KERNEL_MEMORY", "PatchKernels",
+                             "check_method", "solve", "_Problem", "_fit"],
+}
+#: the most lines a module of a split package may have (the old plots.py had 627, theory/conv.py 637)
+MAX_LINES = 300
+
+
+@pytest.mark.parametrize("package", sorted(SPLIT))
+def test_split_modules_are_packages_of_short_modules_that_keep_every_name(package):
+    """Each split module is a package of at least three modules, each under MAX_LINES lines with a docstring that says
+    what it holds, and every name of the old module is still importable from the package (the public ones listed in
+    its ``__all__``, which the API page renders)."""
+    folder = ROOT.parent / package.replace(".", "/")
+    assert folder.is_dir(), f"{package} is not a package"
+    modules = sorted(folder.glob("*.py"))
+    assert len(modules) >= 4, [m.name for m in modules]  # __init__ and three ideas at least
+    for path in modules:
+        source = path.read_text()
+        assert len(source.splitlines()) <= MAX_LINES, f"{path.name}: {len(source.splitlines())} lines"
+        assert ast.get_docstring(ast.parse(source)), f"{path.name} does not say what it holds"
+    mod = importlib.import_module(package)
+    assert [n for n in SPLIT[package] if not hasattr(mod, n)] == []
+    assert sorted(mod.__all__) == sorted(n for n in SPLIT[package] if not n.startswith("_"))
+
+
+def test_a_reader_finds_each_figure_by_its_name_in_the_plots_index():
+    """The plots package's docstring is the index: every figure is named in the entry of the module that holds it."""
+    import renormpp.plots as plots
+
+    entries = plots.__doc__.split("\n* ")[1:]
+    for name in plots.__all__:
+        fn = getattr(plots, name)
+        if not inspect.isfunction(fn):
+            continue
+        module = fn.__module__.rpartition(".")[2]
+        entry = next((e for e in entries if f":func:`{name}`" in e), None)
+        assert entry is not None, f"{name} is not in the index of renormpp.plots"
+        assert entry.startswith((f":mod:`.{module}`", f"``{module}``")), f"{name} is listed away from {module}"

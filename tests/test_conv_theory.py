@@ -203,15 +203,15 @@ def test_the_two_passes_are_adjoint_and_chunks_change_nothing():
     B = B + B.T
     np.testing.assert_allclose(np.sum(held.contract(B) * E4), np.sum(B * held.combine(E4)), rtol=1e-12)
     np.testing.assert_allclose(held.combine(E4), renormalized(E4.reshape(18, 18), blocks(X, X, 6, 2)) * 9, atol=1e-12)
-    old = cv.CHUNK_MEMORY
+    old = cv.patch_kernels.CHUNK_MEMORY  # where PatchKernels reads it
     try:
-        cv.CHUNK_MEMORY = 3 * 8 * 30 * 30  # three blocks a chunk, recomputed at every pass
+        cv.patch_kernels.CHUNK_MEMORY = 3 * 8 * 30 * 30  # three blocks a chunk, recomputed at every pass
         chunked = cv.PatchKernels(X, conv, 1.0, "erf", memory=1)
         assert chunked.rows == 3
         np.testing.assert_allclose(chunked.combine(E4), held.combine(E4), atol=1e-13)
         np.testing.assert_allclose(chunked.contract(B), held.contract(B), atol=1e-12)
     finally:
-        cv.CHUNK_MEMORY = old
+        cv.patch_kernels.CHUNK_MEMORY = old
     a = cv.solve(X, Y, N1=5, conv=conv)
     b = cv.solve(X, Y, N1=5, conv=conv, kernel_memory=1)
     np.testing.assert_allclose(a.Q, b.Q, atol=1e-12)

@@ -1,6 +1,8 @@
 """Figures that can be read: ticks at the sampled widths, y-limits that follow the data, notes and legends off the
 curves, error bars over the markers, every width in the sweep's overlap figure (issue 30, item 5)."""
+import re
 import warnings
+from pathlib import Path
 
 import matplotlib
 
@@ -140,3 +142,51 @@ def test_the_sweeps_overlap_figure_has_a_row_per_width(sweep):
     assert len(scales) == 1  # one colour scale for theory and sampled, every width
     single = plots.overlap_heatmaps(results[0])
     assert len(single.axes) == 5 and "$N_1$=5" in single._suptitle.get_text()
+
+
+#: the code's language, which the report's hidden-kernel figure must not speak (issue 44, item 4)
+CODE_WORDS = ("(H1)", "(H2)", "kernel-target", "u_", "K_{\\rm post}", "K_post")
+
+
+def _kernel_diagnoses():
+    """Hidden-kernel diagnoses at three widths, as a point's result.json holds them (renormpp.diagnostics.kernel)."""
+    return {N1: dict(r=[1.6, 1.3, 0.9], r_err=[0.05] * 3, r_theory=[1.5, 1.25, 0.95], alignment=0.90,
+                     alignment_post=0.94, alignment_err=0.005, alignment_theory=0.945,
+                     verdict="kernel shape renormalization holds", theory_eps_g=0.03, oracle_eps_g=0.02,
+                     oracle_err=0.001)
+            for N1 in (5, 40, 400)}
+
+
+def test_the_hidden_kernel_figure_and_its_report_section_speak_words(sweep):
+    """Issue 44, item 4: the report's hidden-kernel figure is labelled in words (no equation numbers, no u_k, no
+    K_post, no "kernel-target alignment"), on both panels, with the theory's curves over N1 (given a fit) or the
+    points' predictions; under it in report.md one sentence says what it shows and how to read a gap, and names the
+    docs page that holds the equations, which exists and holds them."""
+    from renormpp.experiments.report import HIDDEN_KERNEL_DOCS, kernel_section
+
+    _, fit, _ = sweep
+    kernels = _kernel_diagnoses()
+    for fig in (plots.kernel_vs_N1(kernels, fit=fit), plots.kernel_vs_N1(kernels)):
+        assert len(fig.axes) == 2
+        for ax in fig.axes:
+            legend = [t.get_text() for t in ax.get_legend().get_texts()]
+            texts = legend + [ax.get_xlabel(), ax.get_ylabel(), ax.get_title()]
+            assert not [t for t in texts if any(w in t for w in CODE_WORDS)], texts
+            assert any(t.startswith("sampled networks") for t in legend) and "the theory's prediction" in legend
+            assert any(t.startswith("prior kernel") for t in legend)
+            assert [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata())]
+        assert "direction 1 (largest eigenvalue)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "labels" in fig.axes[1].get_ylabel()
+
+    section = "\n".join(kernel_section(kernels, figure=True))
+    sentence = section.split("](kernel_vs_N1.png)\n")[1].strip().splitlines()[0]
+    for words in ("hidden kernel", "against the prior kernel", "top directions", "labels", "sampled networks",
+                  "theory's prediction", "a gap between a point and its line", "error bars", "does not predict"):
+        assert words in sentence, words
+    assert sentence.endswith(f"The equations, (H1) and (H2): {HIDDEN_KERNEL_DOCS}.")
+    assert HIDDEN_KERNEL_DOCS not in "\n".join(kernel_section(kernels, figure=False))  # no figure, no caption
+    page = Path(__file__).resolve().parents[1] / re.search(r"`(docs/[^`]+\.md)`", HIDDEN_KERNEL_DOCS).group(1)
+    heading = re.search(r'section "([^"]+)"', HIDDEN_KERNEL_DOCS).group(1)
+    assert f"## {heading}" in page.read_text(), f"{page.name} has no section {heading!r}"
+    section_text = page.read_text().split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    assert "(H1)" in section_text and "(H2)" in section_text

@@ -22,6 +22,11 @@ from . import config as config_mod
 from . import stages
 from .store import PointStore
 
+#: Where a reader of the report finds the equations of the hidden kernel, (H1) and (H2) (the report lives in the run's
+#: output folder, so the page is named by its path in the repository and on the documentation site)
+HIDDEN_KERNEL_DOCS = ('`docs/theory.md` in the renormpp repository (the documentation\'s Theory page), section "The '
+                      'hidden kernel: does the shape renormalization hold?"')
+
 
 def _finished(outdir: Path) -> list[tuple[dict, Path]]:
     stores = [PointStore(folder) for folder in sorted((outdir / "points").glob("*/"))]
@@ -240,7 +245,14 @@ def kernel_section(kernels: dict, figure: bool) -> list[str]:
            "theory's own adaptation again: on a linear network, where the theory holds, it is 38% low; see "
            "renormpp.diagnostics.kernel). Details per point in its comparison.md.", ""]
     if figure:
-        out += ["![hidden kernel against N1](kernel_vs_N1.png)", ""]
+        out += ["![hidden kernel against N1](kernel_vs_N1.png)", "",
+                "The figure shows, against the width, how much the posterior's hidden kernel grew (above 1) or shrank "
+                "(below 1) against the prior kernel along the prior kernel's top directions (left) and how well it "
+                "lines up with the labels (right), the sampled networks as points and the theory's prediction dashed: "
+                "a gap between a point and its line of more than a few error bars (the verdicts below) is an "
+                "adaptation of the kernel that the theory (kernel shape renormalization) does not predict, a point on "
+                "its line a kernel that moved as the theory says. The equations, (H1) and (H2): "
+                f"{HIDDEN_KERNEL_DOCS}.", ""]
     out += ["| N1 | kernel | alignment K -> K_post (theory) | eps_g theory | eps_g oracle |", "|---|---|---|---|---|"]
     for N1, k in sorted(kernels.items()):
         out.append(f"| {N1:g} | {k['verdict']} | {k['alignment']:.4f} -> {k['alignment_post']:.4f} ± "

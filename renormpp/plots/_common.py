@@ -1,0 +1,70 @@
+"""What the figures share: matplotlib (imported on first use), the look of the sampled points (error bars over the
+markers, hollow where the error bar does not hold), the log N1 axis ticked at the sampled widths, and the theory's
+curves over a grid of widths."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import theory
+
+
+def _plt():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+#: Points with error bars: the bars drawn over the markers, their caps wider than a marker (so that a bar shorter than
+#: the marker still shows), the points over the theory curves.
+POINTS = dict(fmt="o", ms=5, capsize=4, barsabove=True, zorder=3)
+HOLLOW = "not settled, or error bar does not hold"
+
+
+def _mc_points(ax, N1s, rows, color, label, hollow_label=None):
+    """MC means with error bars (:data:`POINTS`); hollow where the error bar does not hold (a run too short, or not
+    settled: the chains disagree or the mean drifts), in the legend as ``hollow_label`` (default: ``label`` and why).
+    Returns the bars' lower and upper ends."""
+    mean = np.array([float(r.mc_mean) for r in rows])
+    err = np.nan_to_num([float(r.mc_error) for r in rows])
+    ok = np.array([bool(r.reliable) and bool(r.settled if "settled" in r else True) for r in rows])
+    ax.errorbar(N1s[ok], mean[ok], yerr=err[ok], color=color, label=label, **POINTS)
+    if (~ok).any():
+        ax.errorbar(N1s[~ok], mean[~ok], yerr=err[~ok], color=color, mfc="none", **POINTS,
+                    label=hollow_label if hollow_label is not None else (label + ": " if label else "") + HOLLOW)
+    return mean - err, mean + err
+
+
+def log_axis(ax, N1s):
+    """A log N1 axis ticked at the sampled widths ``N1s``, written as plain numbers (40, not 4x10^1), no minor ticks."""
+    from matplotlib.ticker import NullLocator
+
+    ticks = np.unique(np.asarray(N1s, dtype=float))
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{n:.0f}" for n in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def theory_lines(fit, N1_grid, X_test=None, Y_test=None) -> dict:
+    """The curves of every theory method (:data:`renormpp.theory.METHODS`) over ``N1_grid`` from one kernel
+    eigendecomposition: ``{method: {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set; NaN where a
+    method does not apply, :func:`renormpp.theory.fit_or_reason`)."""
+    out = {m: {"eps_g": [], "Q": []} for m in theory.METHODS}
+    for N1 in N1_grid:
+        for m in theory.METHODS:
+            th = theory.refit_or_none(fit, m, N1=N1)
+            ok = th is not None
+            out[m]["eps_g"].append(th.generalization_error(X_test, Y_test) if ok and X_test is not None else np.nan)
+            out[m]["Q"].append(th.readout_overlap if ok else np.full((fit.D, fit.D), np.nan))
+    return {m: {k: np.array(v) for k, v in d.items()} for m, d in out.items()}
+
+
+def _N1_grid(results, N1_grid, fit=None):
+    """The sampled N1 and the grid of the theory curves: 40 points, 12 for a non-odd activation (each of its solves is
+    a root search in two order parameters, about 0.1 s) and for the CNN (each solve is seconds at P = 200,
+    :mod:`renormpp.theory.conv`)."""
+    N1s = np.array([r.attrs["N1"] for r in results])
+    if N1_grid is None:
+        costly = fit is not None and (fit.nonodd or isinstance(fit, theory.ConvFit))
+        N1_grid = np.geomspace(N1s.min() / 1.5, N1s.max() * 1.5, 12 if costly else 40)
+    return N1s, np.asarray(N1_grid, dtype=float)
+
