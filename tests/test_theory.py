@@ -365,3 +365,25 @@ def test_the_repr_says_what_was_solved():
     exact = repr(fit)
     assert "method='exact'" in exact and f"n_iter={fit.n_iter}" in exact and "solves nothing" not in exact
     assert "nothing solved" in repr(fit.refit("infinite_width"))
+
+
+def test_refits_share_the_test_kernel_and_a_changed_test_set_is_recomputed(monkeypatch):
+    """The theory curves of a sweep evaluate one test set at dozens of widths: its kernel (which does not depend on
+    the width) is computed once per spectrum, and a test set changed in place is a new one, not a stale hit."""
+    X, Y, X0, Y0 = _data()
+    fit = theory.solve(X, Y, N1=20, T=0.05, method="infinite_width")
+    calls = []
+    nngp = kernels.nngp
+    monkeypatch.setattr(kernels, "nngp", lambda *a, **k: calls.append(1) or nngp(*a, **k))
+    eps = [fit.refit(m, N1=n).generalization_error(X0, Y0) for n in (10, 20, 40) for m in ("exact", "one_loop")]
+    assert len(calls) == 1
+    monkeypatch.undo()
+    fresh = [theory.solve(X, Y, N1=n, T=0.05, method=m).generalization_error(X0, Y0)
+             for n in (10, 20, 40) for m in ("exact", "one_loop")]
+    np.testing.assert_allclose(eps, fresh, rtol=1e-10)
+    X0[0] += 1.0
+    moved = theory.solve(X, Y, N1=20, T=0.05).generalization_error(X0, Y0)
+    assert fit.refit("exact").generalization_error(X0, Y0) == pytest.approx(moved, rel=1e-10)
+    kappa, _ = fit.test_kernel(X0)
+    with pytest.raises(ValueError, match="read-only"):
+        kappa[0, 0] = 0.0

@@ -9,7 +9,7 @@ every :math:`M_\mu` is diagonal in :math:`U`: one evaluation of :math:`S` and :m
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -30,6 +30,9 @@ class Spectrum:
     k: np.ndarray  # (P,) eigenvalues, clipped at 0
     V: np.ndarray  # (P, P) eigenvectors in columns
     Yt: np.ndarray  # (P, D) rotated labels, row mu is y~_mu = Y^T V[:, mu]
+    #: the kernel quantities at test inputs, shared by the refits of this spectrum (TheoryFit.test_kernel): a sweep's
+    #: theory curves evaluate the same test set at dozens of widths, and its kernel does not depend on the width
+    test_kernels: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_kernel(cls, K: np.ndarray, Y: np.ndarray) -> "Spectrum":

@@ -1,6 +1,7 @@
 """The result of a solve, :class:`TheoryFit`, and :func:`solve`: every theory method of :data:`METHODS` on data (X, Y)."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,8 +115,18 @@ class TheoryFit(FitShape):
         """The kernel quantities at test inputs X0 (P0, N0): kappa = V^T K(X, X0), shape (P, P0), and K(x0, x0),
         shape (P0,). They depend on lambda0 and the activation only."""
         kw = dict(lambda0=self.lambda0, activation=self.activation, depth=self.depth)
-        kappa = self.spectrum.V.T @ kernels.nngp(self.X, X0, **kw)
-        return kappa, kernels.nngp_diag(X0, **kw)
+        X0 = np.ascontiguousarray(X0)
+        key = (X0.shape, X0.dtype.str, hashlib.blake2b(X0.tobytes(), digest_size=16).digest(),
+               repr(np.asarray(self.lambda0).tolist()), self.activation, self.depth)
+        cache = self.spectrum.test_kernels
+        if key not in cache:
+            if len(cache) >= 4:  # a few test sets at most: (P, P0) each
+                cache.pop(next(iter(cache)))
+            found = (self.spectrum.V.T @ kernels.nngp(self.X, X0, **kw), kernels.nngp_diag(X0, **kw))
+            for a in found:
+                a.setflags(write=False)  # shared by every refit: read only
+            cache[key] = found
+        return cache[key]
 
 # ----------------------------------------------------------------------------------------------
 # solve
