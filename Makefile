@@ -24,10 +24,10 @@ demo: $(CORE)
 	$(VENV)/bin/renormpp demo --out renormpp-demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not slow"
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[bench]"

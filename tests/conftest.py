@@ -7,11 +7,16 @@ of a tiny point's 5 s. The persistent cache keys a program by its HLO, so the se
 program loads it instead (the same executable: the draws are unchanged). The cache folder is new for every session
 (nothing carries over between runs, so a session's time is what a fresh clone sees) and is shared by the xdist
 workers, the subprocesses of the CLI tests and the notebooks' kernels through the environment.
+
+Both workers (``make test``: ``-n 2 --dist loadgroup``) share the work by groups: a test file is one group (its
+module-scoped fixtures are built once), except the notebooks, each its own group. Groups start heaviest first (
+:data:`HEAVY_FIRST`, from the last measured durations), so that the two workers finish together.
 """
 import os
 import shutil
 import tempfile
 
+import pytest
 import realdata
 
 _CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
@@ -31,3 +36,29 @@ def pytest_unconfigure(config):
     folder = getattr(config, "_renormpp_jax_cache", None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: the test files (and the notebooks) that take longest, heaviest first: they start first; the rest follow in order
+HEAVY_FIRST = ("test_demo.py", "test_paper.py", "test_infer.py", "test_experiments.py", "test_theory_beyond.py",
+               "test_readme.py", "test_deep.py", "test_baselines.py", "test_conv_validation.py", "test_cnn_model.py",
+               "test_trust.py", "test_starts.py", "test_diagnostics.py", "notebook")
+
+
+def _group(item) -> str:
+    """The xdist group of a test: its file, or for a notebook's run the notebook."""
+    name = item.path.name
+    if name == "test_notebooks.py" and "runs_at" in item.name:
+        return "notebook-" + item.callspec.id
+    return name
+
+
+def _rank(group: str) -> int:
+    return next((i for i, heavy in enumerate(HEAVY_FIRST) if group.startswith(heavy)), len(HEAVY_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its xdist group (before xdist reads the marks) and put the heavy groups first."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: _rank(_group(item)))  # stable: the order within a group is kept

@@ -1,0 +1,41 @@
+"""How `make test` shares the suite over the two workers (tests/conftest.py): a file is one group, each notebook its
+own, the heavy groups first; the slowest tests are printed at the end."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import conftest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _group_of(item) -> str:
+    marks = [m.args[0] for m in item.iter_markers("xdist_group")]
+    assert len(marks) == 1, (item.nodeid, marks)
+    return marks[0]
+
+
+def test_make_test_shares_the_groups_over_both_workers_and_prints_the_slowest():
+    recipe = re.search(r"^test: .*\n\t(.*)$", (ROOT / "Makefile").read_text(), flags=re.M)[1]
+    assert "-n 2" in recipe and "--dist loadgroup" in recipe and "--no-loadscope-reorder" in recipe
+    assert "--durations=15" in recipe
+
+
+def test_every_notebook_is_its_own_group_and_every_other_file_one(request):
+    items = request.session.items
+    groups: dict[str, set] = {}
+    for item in items:
+        groups.setdefault(item.path.name, set()).add(_group_of(item))
+    runs = [item for item in items if item.path.name == "test_notebooks.py" and "runs_at" in item.name]
+    if runs:  # collected with the rest of the suite (not when this file runs alone)
+        assert len({_group_of(item) for item in runs}) == len(runs) > 1
+    for name, found in groups.items():
+        if name != "test_notebooks.py":
+            assert found == {name}, (name, found)
+
+
+def test_heavy_groups_come_first_in_the_order_of_the_list(request):
+    ranks = [conftest._rank(_group_of(item)) for item in request.session.items]
+    assert ranks == sorted(ranks)
+    assert conftest._rank("test_demo.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)
