@@ -91,7 +91,7 @@ def test_a_failed_point_is_marked_and_not_compared_in_the_report(tmp_path):
     import pandas as pd
 
     cfg = tiny(tmp_path / "sweep", kind="mala", adapt_step_size=False, step_size=1.0)
-    cfg["model"]["N1"] = [8, 16]
+    cfg["run"]["seeds"] = [0, 1]  # two points of one shape: one compilation serves both
     with pytest.warns(dg.SamplerWarning):
         out = ex.run(cfg)
     summary = pd.read_csv(out / "summary.csv")
