@@ -358,26 +358,30 @@ def _means(series):
 def test_default_sampler_and_nuts_agree(tmp_path):
     """(c) The kinetic sampler of `renormpp run` (v integrated out, Rao-Blackwellized observables; and with the
     exact Gibbs draw of v and the draws' own observables) and NumPyro's NUTS on (w, v) jointly give the same means
-    of eps_g and v v^T / (C n_p), within their errors."""
+    of eps_g and v v^T / (C n_p), within their errors: the eight z-scores (two samplers, four quantities) within the
+    Bonferroni bound at false-alarm rate 1e-4 (4.37). Over 3 seeds (PRNG keys 0-2 for the kinetic samplers, 1-3
+    for NUTS) at these sizes (kinetic 500 draws, NUTS 700, 4 chains each): no failure, largest |z| 2.7; fails with
+    NUTS sampling at T = 0.115 instead of 0.1 (|z| 5.7 on eps_g)."""
+    from stat_bounds import assert_z_within
+
     runs = {}
     for name, sampler in {"integrated": {}, "gibbs": {"v_sampling": "gibbs", "rao_blackwell": False}}.items():
-        point = _point(tmp_path, num_warmup=300, num_samples=1000, num_chains=4, **sampler)
+        point = _point(tmp_path, num_warmup=300, num_samples=500, num_chains=4, **sampler)
         data = stages.load_data(point.data, point.model)
-        mcmc = MCMC(stages.make_sampler(point, data), num_warmup=300, num_samples=1000, num_chains=4,
+        mcmc = MCMC(stages.make_sampler(point, data), num_warmup=300, num_samples=500, num_chains=4,
                     chain_method="vectorized", progress_bar=False)
         mcmc.run(jax.random.PRNGKey(0), *stages._float32(data.X, data.Y), **stages.model_kwargs(point))
         runs[name] = _means(mcmc.get_samples(group_by_chain=True))
     kw = {**stages.model_kwargs(point), "integrate_v": False}
-    nuts = MCMC(NUTS(rp.models.cnn), num_warmup=500, num_samples=1500, num_chains=4, chain_method="vectorized",
+    nuts = MCMC(NUTS(rp.models.cnn), num_warmup=500, num_samples=700, num_chains=4, chain_method="vectorized",
                 progress_bar=False)
     nuts.run(jax.random.PRNGKey(1), *stages._float32(data.X, data.Y), **kw)
     s = nuts.get_samples(group_by_chain=True)
     fn = observables.default(data.X_test, data.Y_test, "erf", conv_hidden)
     ref = _means(observables.evaluate(fn, {"w": s["w"], "v": s["v"]}, batch_dims=2))
-    for name, got in runs.items():
-        for q, (mean, err) in got.items():
-            z = (mean - ref[q][0]) / np.hypot(err, ref[q][1])
-            assert abs(z) < 4, f"{name} {q}: {mean:.4g} +- {err:.2g} vs NUTS {ref[q][0]:.4g} +- {ref[q][1]:.2g}"
+    z = {f"{name} {q}": (mean - ref[q][0]) / np.hypot(err, ref[q][1]) for name, got in runs.items()
+         for q, (mean, err) in got.items()}
+    assert_z_within(list(z.values()), what=f"the kinetic samplers against NUTS, z {z}")
 
 
 # ---- renormpp run ------------------------------------------------------------------------------------------------
