@@ -1,6 +1,7 @@
 """Chains from several kinds of start (issue 34, item 2): the starting points (renormpp.infer.starts), the test of
 agreement between the kinds (chain_spread with groups, converged, compare) and `renormpp run` with run.starts."""
 import json
+import warnings
 
 import jax
 import numpy as np
@@ -195,12 +196,22 @@ def test_run_with_two_kinds_of_start(tmp_path):
 def test_three_kinds_of_start_agree_on_a_small_posterior(tmp_path):
     """On a small posterior (P = 100, N0 = 20, N1 = 20, D = 2, T = 0.01) chains from the prior, from half its scale
     and from the trained network reach the same posterior: the kinds agree on every quantity (chain_spread between
-    kinds, p above the family's false-alarm rate), each quantity settled, and the six chains' late means of eps_g within
-    10% of each other."""
+    kinds, p above the family's false-alarm rate), each quantity settled, and the six chains' late means of eps_g
+    (the last 500 draws, each with its own Gamma-method error) share one value: the chi-square of their spread has
+    p above stat_bounds.FALSE_ALARM (issue 44: the old bound, spread < 10% of the mean, was set by hand and failed
+    on some machines: spread 10.3% and 11.4% at seeds 0 and 2 below, though the chains agree).
+
+    Checked over seeds 0-3 (run.seeds) on correct code: no failure, p = 0.17, 0.38, 0.094, 0.92 (runs at T = 0.012
+    and 0.015, chains of one T each: 0.032, 0.43). Planted bug, one kind of start's two chains sampling at T x 1.5
+    (spliced from a run at T = 0.015): fails in 10 of the 12 (seed, kind) pairs, p 2e-10 to 3e-5 (misses at 1.8e-4
+    and 4.3e-4). T x 1.2 (a 4% shift of eps_g) is below this size's errors and is not caught. Not smaller: at
+    num_samples = 700 (the last 350) seed 0 already fails (p = 7e-6, seed 1: 0.007; why, not established: the
+    errors of late windows this short, or chains not yet settled)."""
     import arviz as az
     import xarray as xr
 
     from renormpp.experiments import runner
+    from stat_bounds import FALSE_ALARM, homogeneity_p
 
     raw = {"data": {"name": "synthetic", "P": 100, "P_test": 200, "N0": 20, "D": 2, "teacher": "linear"},
            "model": {"N1": [20], "T": 0.01},
@@ -214,4 +225,8 @@ def test_three_kinds_of_start_agree_on_a_small_posterior(tmp_path):
     assert res["starts_agree"] and res["starts"] == ["mode", "prior", "scaled"]
     assert np.all(ds.starts_p.values > ms.FALSE_ALARM / ds.sizes["quantity"]) and bool(ds.settled.all())
     eps = az.from_netcdf(folder / "observables.nc").posterior.eps_g.values
-    assert np.ptp(eps[:, -500:].mean(axis=1)) < 0.1 * eps[:, -500:].mean()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ms.ShortRunWarning)  # a chain of 500 draws: tau_int up to ~25
+        late = [ms.gamma_method(chain[-500:], cut=0) for chain in eps]
+    means, errors = [e.mean for e in late], [e.error for e in late]
+    assert homogeneity_p(means, errors) > FALSE_ALARM, (means, errors)
