@@ -16,7 +16,7 @@ DESCRIPTION = """\
 Finite Bayesian networks sampled with NumPyro, against their proportional-limit theory.
 
   renormpp run CONFIG.toml   run a sweep over N1 (renormpp run OUTDIR resumes or extends one)
-  renormpp demo              the built-in sweep on a synthetic teacher (4.5-5.5 minutes on a 2-core machine)
+  renormpp demo              the built-in sweep on a synthetic teacher (2-3.5 minutes on a 2-core machine)
   renormpp report OUTDIR     rewrite the report of a sweep from its finished points
   renormpp paper FIGURE      a figure of the paper (fig1a ... fig4): its sweeps run or resumed, then drawn
   renormpp validity-map      where each theory holds within 1% and 5%: a grid of sampled networks (resumable)
@@ -50,9 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                                      "folder.", epilog=EXIT_CODES, formatter_class=fmt)
     run.add_argument("config", help="a TOML config file, or the output folder of an earlier run to resume it")
     demo = sub.add_parser("demo", help="the built-in sweep: theory and sampling over N1 on a synthetic teacher",
-                          description="The built-in sweep: theory and sampled finite networks over five widths N1 "
-                                      "on a synthetic teacher (2000 draws per chain each; 4.5-5.5 minutes on a "
-                                      "2-core machine).",
+                          description="The built-in sweep: theory and sampled finite networks at four widths N1 "
+                                      "on a synthetic teacher (1000 draws per chain each; 2-3.5 minutes on a "
+                                      "2-core machine; its wall time is recorded in timing.json).",
                           epilog=EXIT_CODES, formatter_class=fmt)
     demo.add_argument("--out", help="output folder (default: renormpp-demo, or renormpp-demo-smoke for --size smoke)")
     demo.add_argument("--size", choices=("full", "smoke"), default="full",
@@ -185,9 +185,10 @@ def main(argv=None) -> int:
         if args.command == "demo" and args.print_config:
             print(experiments.dumps(demo.SIZES[args.size]), end="")
             return 0
-        config = demo.SIZES[args.size] if args.command == "demo" else args.config
-        outdir = experiments.run(config, out=args.out, executor=args.executor, workers=args.workers,
-                                 address=args.address, progress=False if args.no_progress else None)
+        options = dict(out=args.out, executor=args.executor, workers=args.workers, address=args.address,
+                       progress=False if args.no_progress else None)
+        outdir = (demo.run(args.size, **options) if args.command == "demo" else
+                  experiments.run(args.config, **options))
         print(f"\n{(outdir / 'report.md').read_text()}\nwrote {outdir / 'report.md'} and the figures beside it")
         return 0
     except (experiments.ConfigError, experiments.FolderInUse, FileNotFoundError, ImportError) as err:

@@ -45,12 +45,21 @@ def _described(options: dict) -> str:
     return ", ".join(f"model.{k} = {v!r}" for k, v in options.items()) or "its defaults"
 
 
+def _cpu_name() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what :func:`platform.processor` says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor()
+
+
 def versions() -> dict:
     """The package versions and the machine, for ``versions.json``."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine(),
-           "cpu_count": os.cpu_count()}
+           "cpu": _cpu_name(), "cpu_count": os.cpu_count()}
     for pkg in ("renormpp", "numpy", "scipy", "jax", "jaxlib", "numpyro", "arviz", "xarray", "matplotlib"):
         try:
             out[pkg] = version(pkg)
