@@ -39,9 +39,9 @@ def pytest_unconfigure(config):
 
 
 #: the test files (and the notebooks) that take longest, heaviest first: they start first; the rest follow in order
-HEAVY_FIRST = ("test_demo.py", "test_paper.py", "test_infer.py", "test_experiments.py", "test_theory_beyond.py",
-               "test_readme.py", "test_deep.py", "test_baselines.py", "test_conv_validation.py", "test_cnn_model.py",
-               "test_trust.py", "test_starts.py", "test_diagnostics.py", "notebook")
+HEAVY_FIRST = ("test_paper.py", "test_infer.py", "test_experiments.py", "test_theory_beyond.py", "test_readme.py",
+               "test_starts.py", "test_cnn_model.py", "test_baselines.py", "notebook-06", "test_diagnostics.py",
+               "test_conv_validation.py", "test_trust.py", "test_readout.py", "test_deep.py", "notebook")
 
 
 def _group(item) -> str:

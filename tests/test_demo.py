@@ -52,6 +52,7 @@ def test_the_readme_states_the_promise_and_its_machine():
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # timed on cores nothing else uses: `make check-demo`, CI's step after `make test`
 def test_the_demo_keeps_the_readme_promise_and_shows_a_first_report(tmp_path):
     lo, hi, ref = promise()
     before = reference_seconds()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from renormpp import mcmc
+from stat_bounds import assert_z_within, z_bound
 
 COV = np.array([[1.0, 0.9 * 2.0], [0.9 * 2.0, 4.0]])  # correlation 0.9, scales 1 and 2
 PREC = jnp.asarray(np.linalg.inv(COV))
@@ -42,34 +43,38 @@ def z_scores(draws):
 
 
 def test_mala_core_samples_a_correlated_gaussian_exactly():
+    """The three moments within the bound a family of three exceeds with probability 1e-4 (|z| 4.15); 20 seeds on
+    correct code: largest |z| 2.62 (GHMC below: 2.69). ULA at the same step (the planted bug) exceeds it."""
     draws, acc = run((0.15,), lambda x, k: mcmc.langevin.init(x, potential))
-    z = z_scores(draws)
-    assert all(abs(v) < 4 for v in z.values()), z
+    assert_z_within(list(z_scores(draws).values()), what="MALA on the Gaussian")
     assert 0.3 < acc < 0.99
     # the same check sees ULA's O(h) bias at this step: it can fail
     biased, _ = run((0.15,), lambda x, k: mcmc.langevin.init(x, potential), build=mcmc.langevin.build_kernel(False))
-    assert max(abs(v) for v in z_scores(biased).values()) > 8
+    assert max(abs(v) for v in z_scores(biased).values()) > z_bound(3)
 
 
 def test_ghmc_core_samples_a_correlated_gaussian_exactly():
     inv_mass = jnp.ones(2)
     draws, acc = run((0.3, inv_mass, 0.5), lambda x, k: mcmc.kinetic.init(x, potential, k),
                      build=mcmc.kinetic.build_kernel(adjust=True))
-    z = z_scores(draws)
-    assert all(abs(v) < 4 for v in z.values()), z
+    assert_z_within(list(z_scores(draws).values()), what="GHMC on the Gaussian")
     assert 0.3 < acc < 0.999
     biased, _ = run((0.8, inv_mass, 0.5), lambda x, k: mcmc.kinetic.init(x, potential, k),
                     build=mcmc.kinetic.build_kernel(adjust=False))
-    assert max(abs(v) for v in z_scores(biased).values()) > 8
+    assert max(abs(v) for v in z_scores(biased).values()) > z_bound(3)
 
 
 @pytest.mark.parametrize("shift", [0.02, 0.3])
 def test_ghmc_with_neal_s_non_reversible_acceptance_is_exact(shift):
-    # a long step (acceptance ~0.5) so that the test decides often; low friction so that the momentum matters
+    """A long step (acceptance ~0.4) so that the test decides often; low friction so that the momentum matters.
+    1200 draws per chain (issue 44's seeds check): at 300, one seed in 20 of shift 0.02 reached |z| 4.67 against the
+    bound 4.15 and fell to 0.8 at 1200 draws (its error bars were too small, the chains unbiased: 0.5 at 4800); at 1200,
+    20 seeds per shift stay below it, largest 3.25 (0.02) and 4.01 (0.3): a false-alarm rate below 1 in 1000 is not
+    shown for this test."""
     init = lambda x, k: mcmc.kinetic.init(x, potential, k, persistent_accept=True)  # noqa: E731
-    draws, acc = run((0.9, jnp.ones(2), 0.2), init, build=mcmc.kinetic.build_kernel(True, accept_shift=shift))
-    z = z_scores(draws)
-    assert all(abs(v) < 4 for v in z.values()), z
+    draws, acc = run((0.9, jnp.ones(2), 0.2), init, draws=1200,
+                     build=mcmc.kinetic.build_kernel(True, accept_shift=shift))
+    assert_z_within(list(z_scores(draws).values()), what=f"GHMC with Neal's acceptance, shift {shift}")
     assert 0.2 < acc < 0.95
     with pytest.raises(ValueError, match="needs adjust=True"):
         mcmc.kinetic.build_kernel(False, accept_shift=shift)
@@ -174,12 +179,13 @@ def test_row_mass_is_learned_in_the_warmup_samples_exactly_and_allows_a_larger_s
     block = np.median(np.asarray(ws.inverse_mass.block), axis=0)
     np.testing.assert_allclose(block, SIGMA, atol=0.1)  # the pooled row covariance
     w = np.asarray(pos, np.float64)[..., 1:].reshape(*pos.shape[:2], ROWS, COLS)
+    z = {}
     for a, b in [(0, 0), (0, 1), (1, 2), (2, 2)]:
         x = (w[..., a] * w[..., b]).mean(axis=-1)  # pooled over rows: (chain, draw)
-        z = (x.mean() - SIGMA[a, b]) / (x.std() / np.sqrt(float(az.ess(x))))
-        assert abs(z) < 4, (a, b, z)
+        z[a, b] = (x.mean() - SIGMA[a, b]) / (x.std() / np.sqrt(float(az.ess(x))))
     a = np.asarray(pos, np.float64)[..., 0]
-    assert abs((a**2).mean() - 4.0) / ((a**2).std() / np.sqrt(float(az.ess(a**2)))) < 4
+    z["a^2"] = ((a**2).mean() - 4.0) / ((a**2).std() / np.sqrt(float(az.ess(a**2))))
+    assert_z_within(list(z.values()), what=f"the row-mass chains' second moments {z}")
     # the diagonal mass cannot rotate to SIGMA (condition number 23): its adapted step is smaller
     ws_diag, _ = _adapted_chains(None)
     assert float(np.median(ws.step_size)) > 2 * float(np.median(ws_diag.step_size))  # 2.8x measured
@@ -209,8 +215,7 @@ def test_a_zero_inverse_mass_freezes_a_coordinate_and_gibbs_on_it_stays_exact():
 
     ws, draws, ok = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(3), 100))
     assert bool(jnp.all(ok)) and bool(jnp.all(ws.inverse_mass[:, 1] == 0))
-    z = z_scores(np.asarray(draws, np.float64))
-    assert all(abs(v) < 4 for v in z.values()), z
+    assert_z_within(list(z_scores(np.asarray(draws, np.float64)).values()), what="GHMC on x0, Gibbs on x1")
 
 
 def test_a_pooled_window_learns_the_mass_from_every_chain_and_the_step_from_their_mean_acceptance():

@@ -8,6 +8,7 @@ from scipy.stats import multivariate_normal
 from renormpp import readout
 
 from renormpp.network import x64_context
+from stat_bounds import assert_z_within
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +90,9 @@ def test_log_marginal_is_the_gaussian_marginal_likelihood(problem, leaf):
 
 @pytest.mark.parametrize("form", ["data space (P x P)", "weight space (N1 x N1)"])
 def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem, form, leaf):
+    """40000 exact draws of v | w: their means, covariances and the cross-moments of two outputs, 171 z-scores, within
+    the bound the family exceeds with probability 1e-4 (|z| 5.0; it was 4.5 and 5.0 by hand). Keys 0-9 on correct
+    code: largest |z| 3.64 (data space) and 3.39 (weight space)."""
     p = problem
     cond = cond_of(p)
     n = 40000
@@ -99,17 +103,19 @@ def test_gibbs_draws_have_the_conditional_mean_and_covariance(problem, form, lea
         v = np.asarray(jax.vmap(lambda k: readout.draw_readout(k, {"w": p["w"]}, p["X"], p["Y"], T=T,
                                                                lambda1=LAM1))(keys))
     se = np.sqrt(np.diag(p["Sigma"]) / n)
+    S = p["Sigma"]
+    # the standard error of a sample covariance entry is about sqrt((S_ii S_jj + S_ij^2) / n)
+    se_cov = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S**2) / n)
+    upper = np.triu_indices(N1)  # the distinct entries of a covariance
+    z = {}
     for a in range(D):
-        z = (v[:, a].mean(0) - p["mu"][:, a]) / se
-        assert np.max(np.abs(z)) < 4.5, z
-        cov = np.cov(v[:, a].T)
-        # the standard error of a sample covariance entry is about sqrt((S_ii S_jj + S_ij^2) / n)
-        S = p["Sigma"]
-        se_cov = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S**2) / n)
-        assert np.max(np.abs(cov - S) / se_cov) < 5.0
+        z[f"mean {a}"] = (v[:, a].mean(0) - p["mu"][:, a]) / se
+        z[f"covariance {a}"] = ((np.cov(v[:, a].T) - S) / se_cov)[upper]
     # outputs are independent given w
     cross = np.mean((v[:, 0] - p["mu"][:, 0]) * (v[:, 1] - p["mu"][:, 1]), axis=0)
-    assert np.max(np.abs(cross) / np.sqrt(np.diag(p["Sigma"]) ** 2 / n)) < 4.5
+    z["cross"] = cross / np.sqrt(np.diag(S) ** 2 / n)
+    worst = {k: float(np.max(np.abs(x))) for k, x in z.items()}
+    assert_z_within(np.concatenate(list(z.values())), what=f"the Gibbs draws' moments, largest |z| per family {worst}")
 
 
 def test_output_bias_is_refused(problem):

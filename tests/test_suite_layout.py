@@ -16,10 +16,30 @@ def _group_of(item) -> str:
     return marks[0]
 
 
+def _recipe(target: str) -> str:
+    return re.search(rf"^{target}: .*\n\t(.*)$", (ROOT / "Makefile").read_text(), flags=re.M)[1]
+
+
 def test_make_test_shares_the_groups_over_both_workers_and_prints_the_slowest():
-    recipe = re.search(r"^test: .*\n\t(.*)$", (ROOT / "Makefile").read_text(), flags=re.M)[1]
+    recipe = _recipe("test")
     assert "-n 2" in recipe and "--dist loadgroup" in recipe and "--no-loadscope-reorder" in recipe
     assert "--durations=15" in recipe
+
+
+def test_the_wall_time_tests_run_alone_in_ci_and_nothing_else_is_left_out():
+    """`make test` leaves out only the tests marked `alone` (the demo's wall time, which a worker beside it would
+    slow: 139 s alone, 221-241 s beside the other worker); `make check-demo` runs exactly those, without workers, and
+    CI runs it after `make test`: no test is dropped from CI."""
+    assert _recipe("test").endswith('-m "not alone"')
+    demo = _recipe("check-demo")
+    assert "-m alone" in demo and " -n " not in demo
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
+    assert ci.index("make test") < ci.index("make check-demo")
+    import test_demo
+
+    marked = [name for name, fn in vars(test_demo).items() if name.startswith("test_")
+              and any(m.name == "alone" for m in getattr(fn, "pytestmark", []))]
+    assert marked == ["test_the_demo_keeps_the_readme_promise_and_shows_a_first_report"]
 
 
 def test_every_notebook_is_its_own_group_and_every_other_file_one(request):
@@ -38,4 +58,4 @@ def test_every_notebook_is_its_own_group_and_every_other_file_one(request):
 def test_heavy_groups_come_first_in_the_order_of_the_list(request):
     ranks = [conftest._rank(_group_of(item)) for item in request.session.items]
     assert ranks == sorted(ranks)
-    assert conftest._rank("test_demo.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)
+    assert conftest._rank("test_paper.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)

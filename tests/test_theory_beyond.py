@@ -8,6 +8,7 @@ import pytest
 import scipy.optimize
 
 from renormpp import kernels, theory
+from stat_bounds import z_bound
 
 T, LAM0, LAM1, N1 = 0.05, 0.8, 1.3, 25.0
 
@@ -260,9 +261,9 @@ def test_methods_refuse_or_apply_by_activation():
 
 
 # ---- against the exact posterior of finite networks (slow) ------------------------------------------------------------
-def _sampled(P, N0, N1, D, activation, draws, seed=0):
+def _sampled(P, N0, N1, D, activation, draws, seed=0, key=0):
     """The default sampler (kinetic Langevin with an exact Gibbs draw of v, Rao-Blackwellized observables) on a
-    synthetic linear teacher; compare() against every theory method."""
+    synthetic linear teacher (data ``seed``), chains from PRNG key ``key``; compare() against every theory method."""
     import jax
     from numpyro.infer import MCMC
 
@@ -275,7 +276,7 @@ def _sampled(P, N0, N1, D, activation, draws, seed=0):
     kernel = rp.infer.KineticLangevin(rp.models.one_hidden_layer, step_size=1e-3, inner_steps=10, observables=rb,
                                       gibbs_fn=gibbs)
     mcmc = MCMC(kernel, num_warmup=300, num_samples=draws, num_chains=2, chain_method="vectorized", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(0), d.X, d.Y, N1=N1, T=0.01, activation=activation,
+    mcmc.run(jax.random.PRNGKey(key), d.X, d.Y, N1=N1, T=0.01, activation=activation,
              extra_fields=("accept_prob", "diverging"))
     fit = rp.theory.solve(d.X, d.Y, N1=N1, T=0.01, activation=activation, method="infinite_width")
     ds = rp.diagnostics.compare(mcmc, fit, d.X_test, d.Y_test)
@@ -285,24 +286,41 @@ def _sampled(P, N0, N1, D, activation, draws, seed=0):
 
 @pytest.mark.slow
 def test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_deviates():
-    """P=200, N0=50, N1=100, D=2, erf (alpha = 2): the leading-order theory misses the sampled generalization error by
-    more than 5 standard errors; the 1/N1 correction moves the prediction toward it, by about a fifth of the gap
-    (benchmarks/README.md; the issue's target, half, is not reached)."""
+    """P=200, N0=50, N1=100, D=2, erf (alpha = 2): the leading-order theory misses the sampled generalization error
+    (z about -10); the 1/N1 correction moves the prediction toward the sampled networks, and not past them. Each claim
+    is judged by the bound a family of three exceeds with probability 1e-4 (stat_bounds, |z| 4.15).
+
+    How far it moves is not asserted: by 11-14% of the gap at PRNG keys 0, 1, 2 (z of the exact theory -10.6, -11.5,
+    -10.0; of the corrected one -9.2, -10.2, -8.6), a move of only 1.3-1.5 error bars (benchmarks/README.md,
+    theory_beyond; the issue's target, half, is not reached). The old check (the corrected gap below 0.9 of the exact
+    one) sat at its threshold: 0.11 at key 1 against 0.10. Planted bug: a correction of the wrong sign fails the
+    second assertion whatever the draws; one ten times too large lands 4.4 error bars past them, the third."""
     ds = _sampled(200, 50, 100, 2, "erf", 2000)
     e = ds.sel(quantity="eps_g")
-    gap_exact = float(e.mc_mean - e.prediction.sel(theory="exact"))
-    gap_corrected = float(e.mc_mean - e.prediction.sel(theory="corrected"))
-    assert abs(gap_exact) > 5 * float(e.mc_error), (gap_exact, float(e.mc_error))
-    assert abs(gap_corrected) < 0.9 * abs(gap_exact) and np.sign(gap_corrected) == np.sign(gap_exact)
+    m, err = float(e.mc_mean), float(e.mc_error)
+    exact, corrected = (float(e.prediction.sel(theory=t)) for t in ("exact", "corrected"))
+    bound = z_bound(3)
+    side = np.sign(m - exact)
+    assert abs(m - exact) / err > bound, ("the leading order agrees", m, err, exact)
+    assert np.sign(corrected - exact) == side, ("the correction moves away from the sampled networks", m, exact, corrected)
+    assert side * (m - corrected) / err > -bound, ("the correction overshoots the sampled networks", m, err, corrected)
 
 
 @pytest.mark.slow
 def test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width():
     """P=100, N0=50, N1=50, D=2, relu (alpha = 2): the two-parameter theory is far closer than the NNGP limit on the
-    generalization error and on every diagonal overlap."""
-    ds = _sampled(100, 50, 50, 2, "relu", 2000)
-    dist = np.abs(ds.mc_mean - ds.prediction)
-    assert float(dist.sel(quantity="eps_g", theory="exact")) < 0.5 * float(dist.sel(quantity="eps_g",
-                                                                                     theory="infinite_width"))
-    for q in ("overlap[0,0]", "overlap[1,1]"):
-        assert float(dist.sel(quantity=q, theory="exact")) < 0.5 * float(dist.sel(quantity=q, theory="infinite_width"))
+    generalization error and on every diagonal overlap: its distance to the sampled value is below half the NNGP
+    limit's by more than the bound a family of three exceeds with probability 1e-4 (stat_bounds, 4.15 error bars).
+
+    4000 draws per chain (issue 44's seeds check): at 2000, PRNG key 1 failed the reliability check of eps_g's error
+    bar. At 4000, keys 0, 1, 2: the margin (half the NNGP limit's distance less the theory's, in error bars) is
+    6.4, 8.0 and 7.7 on eps_g, 13.6 or more on the overlaps; the theory itself deviates by up to 6.7 error bars (a
+    finite-size gap, not asserted). No planted bug was run for this test."""
+    ds = _sampled(100, 50, 50, 2, "relu", 4000)
+    bound = z_bound(3)
+    for q in ("eps_g", "overlap[0,0]", "overlap[1,1]"):
+        r = ds.sel(quantity=q)
+        m, err = float(r.mc_mean), float(r.mc_error)
+        exact, wide = (float(r.prediction.sel(theory=t)) for t in ("exact", "infinite_width"))
+        margin = (abs(m - wide) / 2 - abs(m - exact)) / err
+        assert margin > bound, (q, m, err, exact, wide, margin)
