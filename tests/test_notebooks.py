@@ -48,7 +48,9 @@ assert SIZE == "smoke"
 assert fit.converged and fit.grad_norm < 1e-6
 assert np.all(np.isfinite(eps["exact"])) and np.isnan(eps["one_loop"]).any()   # one-loop breaks at large alpha
 assert abs(eps["exact"][-1] - eps_inf) < 0.1 * abs(eps["exact"][0] - eps_inf)  # exact -> infinite width
-assert Q1.shape == (D, D) and np.all(Q1[iu] < 0.05)
+assert Q1.shape == (D, D) and np.allclose(Q1, Q1.T) and np.linalg.eigvalsh(Q1).min() > 0
+if data.name == "mnist":   # the classes compete: no two readouts align (synthetic outputs may correlate)
+    assert np.all(Q1[iu] < 0.05)
 """,
     "02_langevin_vs_theory.ipynb": """
 assert SIZE == "smoke"
