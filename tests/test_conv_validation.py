@@ -3,9 +3,10 @@
 The slow test samples the posterior of one-hidden-layer CNNs (the default sampler of `renormpp run`, whose agreement
 with NumPyro's NUTS on a CNN is tests/test_cnn_model.py's) at two sizes in the proportional scaling (alpha = P/C = 2,
 N0/P and m^2/P fixed, n_p = 4 patches, D = 2 outputs, a linear teacher) and tabulates Delta and z of the exact theory
-and the infinite width; it asserts what the sampling found (benchmarks/README.md, "The CNN against sampling"): the
-exact theory is nearer than the infinite width on eps_g, on the overlaps and on the local overlaps over patch pairs, and
-its remaining gap closes as the size grows. The fast tests check compare_local on draws with a known mean."""
+and the infinite width; it asserts what the sampling found (benchmarks/README.md, "The CNN against sampling"), each
+claim beyond its error bars: the exact theory is nearer than the infinite width on the overlaps and on the local
+overlaps over patch pairs, and its remaining eps_g gap closes as the size grows (on eps_g itself it is nearer by only
+3-6 error bars: reported, not asserted). The fast tests check compare_local on draws with a known mean."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +16,7 @@ import renormpp as rp
 from renormpp.diagnostics import local
 from renormpp.experiments import runner
 from renormpp.experiments.report import load_sweep, local_overlaps
+from stat_bounds import z_bound
 
 
 def _fit(D=2, P=24, N1=6):
@@ -89,21 +91,42 @@ def _sample(tmp_path, P, side, m, C):
 
 @pytest.mark.slow
 def test_exact_theory_against_sampled_cnns_at_two_sizes(tmp_path):
+    """The exact theory against sampled CNNs at two sizes. Each claim is judged by the bound that a family of seven
+    exceeds with probability 1e-4 (stat_bounds, 4.34 error bars):
+
+    * on every overlap, the exact theory is nearer than the infinite width by more than the bound;
+    * eps_g's gap to the exact theory closes as the size grows, to below 0.75 of the small size's, by more than the
+      bound.
+
+    On eps_g itself both theories miss at these sizes, and the exact one is nearer by only a few error bars.
+    Measured at seeds 0 and 1: by 2.9 and 2.7 at P = 50, and by 6.0 and 4.2 at P = 200. That is not asserted: with a margin
+    of 2.7-2.9 error bars the old check (nearer, without errors) would fail on correct code about 3 times in 1000. Gap closing at
+    seeds 0 and 1: 0.168 +- 0.009 to 0.048 +- 0.005, and 0.170 to 0.040, 9 error bars beyond the 0.75 bound.
+    Overlaps' margins: 15.8 error bars or more. The local overlaps: the exact theory misses 34-36% of the sampled
+    departure from infinite width at P = 50 and 16-18% at P = 200; `rel_exact < 0.5` has no error bar and stays a
+    hand-set bound. A planted bug that put the infinite width in the exact theory's place would fail every overlap's
+    margin (0 by construction); it was not run."""
     rows, gaps = [], []
+    bound = z_bound(7)
     for P, side, m, C in SIZES:
         ds, loc = _sample(tmp_path, P, side, m, C)
         for q in ds.quantity.values:
             r = ds.sel(quantity=q)
-            mc = float(r.mc_mean)
+            mc, err = float(r.mc_mean), float(r.mc_error)
             ex, wide = (float(r.prediction.sel(theory=t)) for t in ("exact", "infinite_width"))
-            rows.append(f"P={P} C={C} {q}: MC {mc:.4g} ± {float(r.mc_error):.2g}; exact {ex:.4g} "
+            margin = (abs(mc - wide) - abs(mc - ex)) / err
+            rows.append(f"P={P} C={C} {q}: MC {mc:.4g} ± {err:.2g}; exact {ex:.4g} "
                         f"(z {float(r.z.sel(theory='exact')):+.1f}); infinite width {wide:.4g} "
-                        f"(z {float(r.z.sel(theory='infinite_width')):+.1f})")
-            assert abs(mc - ex) < abs(mc - wide), rows[-1]  # the exact theory is the nearer one
+                        f"(z {float(r.z.sel(theory='infinite_width')):+.1f}); exact nearer by {margin:.1f} errors")
+            if q != "eps_g":
+                assert margin > bound, rows[-1]  # the exact theory is the nearer one
         eps = ds.sel(quantity="eps_g")
-        gaps.append(abs(float(eps.mc_mean) / float(eps.prediction.sel(theory="exact")) - 1))
+        exact = float(eps.prediction.sel(theory="exact"))
+        gaps.append((abs(float(eps.mc_mean) / exact - 1), float(eps.mc_error) / exact))
         rows.append(f"P={P} C={C} local overlaps: {local.summary(loc)}")
         assert loc.attrs["rel_exact"] < 0.5, rows[-1]  # it predicts most of the sampled local structure
         assert bool(eps.reliable)
     print("\n".join(rows))
-    assert gaps[1] < 0.75 * gaps[0], f"the exact theory's eps_g gap does not close with size: {gaps}"
+    (small, small_err), (large, large_err) = gaps
+    closing = (0.75 * small - large) / np.hypot(0.75 * small_err, large_err)
+    assert closing > bound, f"the exact theory's eps_g gap does not close with size: {gaps} ({closing:.1f} errors)"
