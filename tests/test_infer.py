@@ -592,9 +592,10 @@ def _half_normal_model(X, Y, N1):
 @pytest.mark.parametrize("model", [models.one_hidden_layer, functools.partial(models.one_hidden_layer,
                                                                               integrate_v=True), _half_normal_model])
 def test_the_compiled_initialization_is_numpyros(model):
-    """``_initialize`` runs NumPyro's initialize_model in one compilation where the model allows it (unconstrained
-    sites), and NumPyro's eager path otherwise (a HalfNormal site): either way it gives what NumPyro gives, the same
-    initial draw, potential energy, gradient and constrained values, for one key and for a batch of keys."""
+    """``initialize`` compiles NumPyro's first draw alone where the model allows it (unconstrained sites, a strategy
+    that draws from the model), and takes NumPyro's eager path otherwise (a HalfNormal site): either way it gives what
+    NumPyro gives, the same initial draw, and a potential whose energy, gradient and constrained values there are
+    NumPyro's, for one key and for a batch of keys."""
     from numpyro.infer.initialization import init_to_sample
 
     data = _small()
@@ -605,9 +606,16 @@ def test_the_compiled_initialization_is_numpyros(model):
         for key in (jax.random.PRNGKey(3), jax.random.split(jax.random.PRNGKey(4), 2)):
             info, pot, post = infer.binding.initialize(key, model, init_to_sample, args, kw)
             ref, ref_pot, ref_post = _eager_init(key, model, *args, **kw)
-            jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), info, ref)
+            jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), info.z, ref.z)
+            if model is not _half_normal_model:  # only the draw is compiled: no potential energy or gradient
+                assert info.potential_energy is None and info.z_grad is None
+            else:
+                jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), info, ref)
             one = jax.tree_util.tree_map(lambda x: x if key.ndim == 1 else x[0], info.z)
             np.testing.assert_allclose(pot(*args, **kw)(one), ref_pot(*args, **kw)(one), rtol=1e-12)
+            ref_grad = jax.tree_util.tree_map(lambda g: g if key.ndim == 1 else g[0], ref.z_grad)
+            jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12),
+                                   jax.grad(pot(*args, **kw))(one), ref_grad)
             jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12),
                                    post(*args, **kw)(one), ref_post(*args, **kw)(one))
 

@@ -17,8 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.util import initialize_model
-from numpyro.util import identity
+from numpyro import handlers
+from numpyro.infer.initialization import init_to_mean, init_to_median
+from numpyro.infer.util import ParamInfo, initialize_model
+from numpyro.util import identity, is_prng_key
 
 
 def fingerprint(model_args, model_kwargs) -> jax.Array:
@@ -52,11 +54,18 @@ def initialize(rng_key, model, init_strategy, model_args, model_kwargs):
     """NumPyro's ``initialize_model`` (``dynamic_args=True``): ``(params_info, potential_gen, postprocess_gen)``.
 
     NumPyro traces the model op by op, and every operation on the data compiles on its own (dozens of small
-    compilations, seconds per point). Here the same call runs inside one ``jax.jit``, with the model's arguments
+    compilations, seconds per point). Here the call is staged in one ``jax.jit`` instead, with the model's arguments
     closed over (so the model still sees, and checks, the concrete data), whenever the model's latent sites are all
     unconstrained and it has no ``param`` sites (:func:`is_plain`): then nothing the trace leaves behind (transforms,
     substituted values) holds a tracer. Any other model, or one that needs concrete values of what it computes, takes
-    NumPyro's eager path."""
+    NumPyro's eager path.
+
+    Where the strategy draws from the model (``init_to_sample``, ``init_to_median``, ``init_to_mean``: not
+    ``init_to_uniform`` or ``init_to_value``), only the draw is compiled: NumPyro's first try (:func:`_first_draw`, the same values), without
+    the potential energy and gradient with which NumPyro validates it (a compilation as costly as a block of draws,
+    for values the sampler's own initialization computes again and checks). ``params_info`` then carries the
+    parameters alone (potential energy and gradient None), and a draw where they are not finite is refused by the
+    sampler instead of redrawn."""
     def call(key):
         return initialize_model(key, model, dynamic_args=True, init_strategy=init_strategy, model_args=model_args,
                                 model_kwargs=model_kwargs)
@@ -73,10 +82,48 @@ def initialize(rng_key, model, init_strategy, model_args, model_kwargs):
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
             jax.errors.TracerIntegerConversionError):  # it wants concrete values: NumPyro's own path decides
         found = {}
+    if found.get("plain") and _draws_from_model(init_strategy):
+        draw = partial(_first_draw, model=model, init_strategy=init_strategy, model_args=model_args,
+                       model_kwargs=model_kwargs)
+        one = jax.jit(draw)  # per key, not vmapped: compiling the vmapped draw took twice as long
+        params = one(rng_key) if is_prng_key(rng_key) else \
+            jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[one(k) for k in rng_key])
+        return (ParamInfo(params, None, None), *found["gens"])
     if found.get("plain"):
         return (staged.lower().compile()(rng_key), *found["gens"])
     info, potential_gen, postprocess_gen, _ = call(rng_key)
     return info, potential_gen, postprocess_gen
+
+
+def _draws_from_model(init_strategy) -> bool:
+    """Whether NumPyro initializes with ``init_strategy`` by running the model and drawing from each site's
+    distribution: ``init_to_sample`` (``init_to_median`` of one draw), ``init_to_median``, ``init_to_mean``. (Its
+    ``find_valid_initial_params`` draws ``init_to_uniform`` and ``init_to_value`` without the model.)"""
+    strategy = init_strategy if isinstance(init_strategy, partial) else init_strategy()
+    return strategy.func in (init_to_median, init_to_mean)
+
+
+def _first_draw(key, *, model, init_strategy, model_args, model_kwargs):
+    """The latent values of NumPyro's first try in ``find_valid_initial_params`` for a plain model and a strategy that
+    draws from the model: the model seeded with the second half of ``random.split(key)``, its values substituted by
+    the strategy (unconstrained sites: the values are the parameters)."""
+    strategy = init_strategy if isinstance(init_strategy, partial) else init_strategy()
+    if strategy.func is init_to_median and strategy.keywords.get("num_samples") == 1:
+        strategy = _one_prior_draw
+    seeded = handlers.substitute(handlers.seed(model, jax.random.split(key)[1]), substitute_fn=strategy)
+    trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
+    return {name: site["value"] for name, site in trace.items()
+            if site["type"] == "sample" and not site["is_observed"]}
+
+
+def _one_prior_draw(site):
+    """``init_to_sample``'s value at a site (``init_to_median`` of one prior draw: that draw), without the median's
+    sort (most of the cost of compiling the initial draw)."""
+    if site["type"] != "sample" or site["is_observed"] or site["fn"].support.is_discrete:
+        return None
+    if site["value"] is not None:
+        return site["value"]
+    return site["fn"](sample_shape=(1,) + site["kwargs"]["sample_shape"], rng_key=site["kwargs"]["rng_key"])[0]
 
 
 def is_plain(trace) -> bool:
