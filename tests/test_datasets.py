@@ -166,6 +166,28 @@ def test_mnist_selects_normalizes_and_one_hot_encodes(tmp_path, gz, sub):
     assert "'train_indices': '<array (12,)>'" in repr(d)  # arrays in the metadata are shown by shape
 
 
+def test_a_data_set_is_decoded_once_and_again_when_a_file_changes(tmp_path, monkeypatch):
+    """A sweep loads its data set once per point and per report: the decoded files are kept (read-only), and read
+    again when a file's size or mtime changes."""
+    import os
+
+    vision._decoded.cache_clear()
+    calls, read_idx = [], vision.read_idx
+    monkeypatch.setattr(vision, "read_idx", lambda path: calls.append(path) or read_idx(path))
+    write_mnist(tmp_path, gz=False, seed=0)
+    first = rp.datasets.mnist(classes=(0, 1), P=8, P_test=4, root=tmp_path)
+    again = rp.datasets.mnist(classes=(0, 1), P=8, P_test=4, root=tmp_path)
+    assert len(calls) == 4 and np.array_equal(first.X, again.X)
+    x, *_ = vision._mnist_arrays(tmp_path, False)[0]
+    with pytest.raises(ValueError, match="read-only"):
+        x[0, 0, 0] = 1  # nothing a caller does changes what the next one gets
+    write_mnist(tmp_path, gz=False, seed=1)  # new pixels, same sizes: the mtime tells
+    stamp = (tmp_path / MNIST_NAMES[0]).stat().st_mtime_ns
+    os.utime(tmp_path / MNIST_NAMES[0], ns=(stamp + 10**9, stamp + 10**9))
+    changed = rp.datasets.mnist(classes=(0, 1), P=8, P_test=4, root=tmp_path)
+    assert len(calls) == 8 and not np.array_equal(first.X, changed.X)
+
+
 def test_mnist_seed_decides_the_selection(tmp_path):
     write_mnist(tmp_path)
     a, b, c = (rp.datasets.mnist(classes=(1, 3), P=10, P_test=5, root=tmp_path, seed=s) for s in (5, 5, 6))
