@@ -41,6 +41,7 @@ import numpy as np
 
 from ._checks import data_pair, positive_int
 from .network import ActivationLike, check_input_width, hidden
+from .precision import full_precision
 
 
 #: ``features(params, X, activation) -> (P, n)``: what the linear readout sees, one row per input. Default: the last
@@ -195,6 +196,7 @@ def _log_evidence_fwd(A, Y, T):
     return value, (A, B, S_inv, T)
 
 
+@full_precision()  # traced when the gradient is transposed, outside any context of the caller's
 def _log_evidence_bwd(res, g):
     A, B, S_inv, T = res
     P, N1 = A.shape

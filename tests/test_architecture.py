@@ -13,17 +13,17 @@ ROOT = Path(__file__).resolve().parents[1] / "renormpp"
 
 #: what each part may import from renormpp (docs/architecture.md, "Layers"); a part is a module or a sub-package
 ALLOWED = {
-    "_checks": set(), "_compat": set(), "mcmc": set(),
+    "_checks": set(), "_compat": set(), "mcmc": set(), "precision": set(),
     "patches": {"_checks"},
     "network": {"patches"},
     "datasets": {"_checks"},
     "mcstats": {"mcmc"},
     "kernels": {"_checks", "network"},
-    "readout": {"_checks", "network"},
+    "readout": {"_checks", "network", "precision"},
     "observables": {"_checks", "network"},
     "models": {"_checks", "network", "patches", "readout"},
     "theory": {"_checks", "kernels", "network", "patches"},
-    "infer": {"_checks", "mcmc", "mcstats"},
+    "infer": {"_checks", "mcmc", "mcstats", "precision"},
     "diagnostics": {"mcstats", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},
     "architectures": {"_checks", "kernels", "models", "network", "patches", "theory"},

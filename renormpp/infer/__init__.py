@@ -3,7 +3,7 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
 * :class:`Langevin` (ULA, or MALA with ``adjust=True``) and :class:`KineticLangevin` (OBABO, Metropolis-adjusted):
   constructors of one thin ``MCMCKernel`` adapter (:class:`~.adapter.Adapter`) over the pure core
   :mod:`renormpp.mcmc`, which runs an algorithm record (:mod:`.algorithms`) on the model bound to a flat position
-  (:mod:`.binding`) and warns about divergences, frozen chains and ULA's bias (:mod:`.alerts`);
+  (:mod:`.binding`; every product at full float32 precision: :func:`full_precision`) and warns about divergences, frozen chains and ULA's bias (:mod:`.alerts`);
 * :class:`Observed`: any NumPyro kernel (NUTS, HMCGibbs, ...) recording observables instead of the parameters;
 * :class:`Chains`: a sampler's chains run in compiled blocks of draws, continued from a state: what
   ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks;
@@ -15,10 +15,11 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
 from .adapter import Adapter, KineticLangevin, Langevin, LangevinState
 from .alerts import ULA_BIAS_BOUND, LowAcceptanceWarning, NoisyPotentialWarning, ULABiasWarning
 from .algorithms import paper_step_size
+from ..precision import full_precision
 from .chains import Accumulator, Chains, DivergenceWarning
 from . import starts
 from .observed import Observed, ObservedState
 from .warmup import AdaptiveWarmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "paper_step_size", "starts"]
+           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "paper_step_size", "starts"]

@@ -40,6 +40,7 @@ from numpyro.util import identity, is_prng_key
 
 from .._checks import positive, positive_int
 from ..mcmc import adaptation, base, metrics
+from ..precision import full_precision
 from . import alerts
 from .algorithms import Kinetic, Overdamped
 from .binding import Bound, bind, fingerprint
@@ -256,6 +257,7 @@ class Adapter(MCMCKernel):
 
         data_key = fingerprint(model_args, model_kwargs)
 
+        @full_precision()
         def init_all(position, keys, args):
             U = self._bound.potential(args, model_kwargs)
 
@@ -287,6 +289,10 @@ class Adapter(MCMCKernel):
         return state._replace(rng_key=rng_key)
 
     def sample(self, state, model_args, model_kwargs):
+        with full_precision():  # every product of the step, the record and the alerts (issue 45: TF32 on GPUs)
+            return self._sample(state, model_args, model_kwargs)
+
+    def _sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         U = self._bound.potential(model_args, model_kwargs)
         batched = jnp.ndim(state.i) > 0

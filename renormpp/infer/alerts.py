@@ -125,7 +125,10 @@ def warn_noisy_potential(noise, step_size):
             f"step_size={float(np.max(step_size)):.3g}): the Metropolis test weighs noise, so the acceptance does not "
             "follow the step and the chains may stand still. The potential is computed in too low a precision for "
             "its size: run in float64 (jax.config.update('jax_enable_x64', True) before building the model), or "
-            "compute it in a form without cancellation (a sum of squares rather than a difference of large numbers).",
+            "compute it in a form without cancellation (a sum of squares rather than a difference of large numbers). "
+            "On a GPU, products at reduced precision (TF32, XLA's default on Ampere and Hopper) do the same: "
+            "renormpp's samplers compute theirs at full float32 precision; a potential or observables of your own "
+            "traced elsewhere need renormpp.infer.full_precision() (or jax.default_matmul_precision('highest')).",
             NoisyPotentialWarning, stacklevel=2)
 
 

@@ -22,6 +22,8 @@ from numpyro.infer.initialization import init_to_mean, init_to_median
 from numpyro.infer.util import ParamInfo, initialize_model
 from numpyro.util import identity, is_prng_key
 
+from ..precision import full_precision
+
 
 def fingerprint(model_args, model_kwargs) -> jax.Array:
     """Eight numbers that change when the model's arguments change: fixed weighted sums of the arrays (the data)
@@ -153,11 +155,17 @@ class Bound(NamedTuple):
     def potential(self, model_args, model_kwargs) -> Callable:
         """U of the flat position, with the model's current arguments (new data after post_warmup_state)."""
         U, unravel = self.potential_gen(*model_args, **model_kwargs), self.unravel
-        return lambda x: U(unravel(x))
+
+        def energy(x):
+            with full_precision():  # and its gradient: the transposed products keep the precision of the forward ones
+                return U(unravel(x))
+
+        return energy
 
     def constrained(self, position, model_args, model_kwargs):
         """The constrained sites of the model at the flat ``position``."""
-        return self.postprocess_gen(*model_args, **model_kwargs)(self.unravel(position))
+        with full_precision():
+            return self.postprocess_gen(*model_args, **model_kwargs)(self.unravel(position))
 
 
 def bind(rng_key, model, potential_fn, init_strategy, init_params, model_args, model_kwargs, batched: bool):

@@ -20,6 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
+from ..precision import full_precision
+
 
 class DivergenceWarning(RuntimeWarning):
     """A chain made a divergent step (rejected: no draw is NaN)."""
@@ -102,6 +104,7 @@ class Chains:
         summand = None if acc is None else (jax.vmap(acc.fn) if vectorized else acc.fn)
 
         @partial(jax.jit, static_argnums=4)
+        @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included (issue 45)
         def block(state, n, offset, cell, length):
             # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
             def step(carry, i):

@@ -9,6 +9,8 @@ import jax
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
+from ..precision import full_precision
+
 
 class ObservedState(namedtuple("ObservedState", ["inner", "obs"])):
     """The wrapped kernel's state ``inner`` and the observables ``obs`` of its current point. Every field of the
@@ -74,11 +76,13 @@ class Observed(MCMCKernel):
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self._batched = not is_prng_key(rng_key)
         inner = self.kernel.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
+        with full_precision():
+            return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 
     def sample(self, state, model_args, model_kwargs):
-        inner = self.kernel.sample(state.inner, model_args, model_kwargs)
-        return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
+        with full_precision():  # the wrapped kernel's step and the record (issue 45: TF32 on GPUs)
+            inner = self.kernel.sample(state.inner, model_args, model_kwargs)
+            return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 
 
 __all__ = ["Observed", "ObservedState"]

@@ -77,6 +77,7 @@ def _descend(model: Callable, model_args, model_kwargs, steps: int) -> Callable:
     import optax
     from numpyro.infer.initialization import init_to_sample
 
+    from ..precision import full_precision
     from .binding import initialize
 
     _, potential_gen, _ = initialize(jax.random.PRNGKey(0), model, init_to_sample, model_args, model_kwargs)
@@ -84,6 +85,7 @@ def _descend(model: Callable, model_args, model_kwargs, steps: int) -> Callable:
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(U)
 
+    @full_precision()
     def train(params):
         def step(carry, _):
             p, s = carry
