@@ -63,8 +63,8 @@ def initialize(rng_key, model, init_strategy, model_args, model_kwargs):
     NumPyro's eager path.
 
     Where the strategy draws from the model (``init_to_sample``, ``init_to_median``, ``init_to_mean``: not
-    ``init_to_uniform`` or ``init_to_value``), only the draw is compiled: NumPyro's first try (:func:`_first_draw`, the same values), without
-    the potential energy and gradient with which NumPyro validates it (a compilation as costly as a block of draws,
+    ``init_to_uniform`` or ``init_to_value``), only the draw is compiled: NumPyro's first try (:func:`_first_draw`,
+    the same values), without the potential energy and gradient with which NumPyro validates it (a compilation as costly as a block of draws,
     for values the sampler's own initialization computes again and checks). ``params_info`` then carries the
     parameters alone (potential energy and gradient None), and a draw where they are not finite is refused by the
     sampler instead of redrawn."""
@@ -120,7 +120,7 @@ def _first_draw(key, *, model, init_strategy, model_args, model_kwargs):
 
 def _one_prior_draw(site):
     """``init_to_sample``'s value at a site (``init_to_median`` of one prior draw: that draw), without the median's
-    sort (most of the cost of compiling the initial draw)."""
+    sort (measured: 1.15 -> 1.06 s of compilation, within the noise; the per-key draw was the saving)."""
     if site["type"] != "sample" or site["is_observed"] or site["fn"].support.is_discrete:
         return None
     if site["value"] is not None:
