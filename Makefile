@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 CORE   := $(VENV)/.installed-core
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast check-demo bench docs clean
+.PHONY: demo test test-fast check-demo bench docs wheelhouse clean
 
 # Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
 $(PY):
@@ -45,5 +45,11 @@ docs: $(STAMP)
 	RENORMPP_DOCS_EXECUTE=$${RENORMPP_DOCS_EXECUTE:-true} RENORMPP_NOTEBOOK_SIZE=quick NO_MKDOCS_2_WARNING=1 \
 		$(VENV)/bin/mkdocs build --strict
 
+# renormpp and its pinned dependencies (the versions of .venv) as wheels for a machine without internet (README, "On a
+# GPU"); WHEELHOUSE_ARGS="--without-jax" for a GPU image with JAX installed, "--python-version 3.12 --platform
+# manylinux" for another machine's Python, "--check" to install it offline into a fresh venv here
+wheelhouse: $(CORE)
+	$(PY) scripts/wheelhouse.py --out wheelhouse $(WHEELHOUSE_ARGS)
+
 clean:
-	rm -rf $(VENV) renormpp-demo renormpp-demo-smoke .pytest_cache site .cache
+	rm -rf $(VENV) renormpp-demo renormpp-demo-smoke .pytest_cache site .cache wheelhouse

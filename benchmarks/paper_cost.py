@@ -40,12 +40,14 @@ def series_configs(size: str = "full") -> dict[str, dict]:
     return out
 
 
-def seconds_per_draw(raw: dict, N1: int, draws: int) -> float:
-    """The seconds per draw of width ``N1``: one block of ``draws`` draws, after a draw that compiles it."""
+def seconds_per_draw(raw: dict, N1: int, draws: int, num_chains: int | None = None) -> float:
+    """The seconds per draw (of all chains) of width ``N1``: one block of ``draws`` draws, after a draw that compiles
+    it; ``num_chains``: in place of the config's (2)."""
     from renormpp.experiments import config, stages
 
-    raw = {**raw, "model": {**raw["model"], "N1": [N1]}, "sampler": {**raw.get("sampler", {}), "num_warmup": 200},
-           "run": {**raw["run"], "seeds": [0]}}
+    chains = {} if num_chains is None else {"num_chains": int(num_chains)}
+    raw = {**raw, "model": {**raw["model"], "N1": [N1]},
+           "sampler": {**raw.get("sampler", {}), "num_warmup": 200, **chains}, "run": {**raw["run"], "seeds": [0]}}
     point = config.resolve(raw).points()[0]
     data = stages.load_data(point.data, point.model)
     chains, state = stages.start_chains(point, data)

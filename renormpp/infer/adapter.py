@@ -123,6 +123,12 @@ _PARAMETERS = r"""
 """
 
 
+def _noise(U, z, batched):
+    """:func:`.alerts.potential_noise` of ``U`` at the position ``z`` (a parameter dict; batched: one per chain)."""
+    flat = lambda z: ravel_pytree(z)[0]  # noqa: E731
+    return jax.vmap(lambda x: alerts.potential_noise(U, flat(x)))(z) if batched else alerts.potential_noise(U, flat(z))
+
+
 class Adapter(MCMCKernel):
     __doc__ = r"""The core algorithm ``algorithm`` (a record of :mod:`.algorithms`: :class:`~.algorithms.Overdamped`,
     :class:`~.algorithms.Kinetic`) as a :class:`numpyro.infer.mcmc.MCMCKernel`; :class:`Langevin` and
@@ -316,9 +322,7 @@ class Adapter(MCMCKernel):
             n = n[0] if batched else n
 
             def noise():  # once, at the first draw after the warmup
-                flat = jax.vmap(lambda z: ravel_pytree(z)[0]) if batched else (lambda z: ravel_pytree(z)[0])
-                level = (jax.vmap(alerts.potential_noise, (None, 0)) if batched else alerts.potential_noise)(
-                    U, flat(new.z))
+                level = _noise(U, new.z, batched)
                 jax.lax.cond(jnp.any(~(level <= alerts.NOISE_BOUND)),
                              lambda: jax.debug.callback(alerts.warn_noisy_potential, level, new.step_size),
                              lambda: None)
@@ -329,6 +333,17 @@ class Adapter(MCMCKernel):
                                                     new.step_size),
                          lambda: None)
         return new
+
+    def potential_noise(self, state, model_args, model_kwargs=None) -> np.ndarray:
+        """The potential's rounding noise (:func:`.alerts.potential_noise`, energy units) at each chain's position
+        in ``state``, as the check at the warmup's end measures it (in the sampler's precision, every product at full
+        float32 precision): one number per chain. Above :data:`.alerts.NOISE_BOUND` the Metropolis test weighs
+        noise (``benchmarks/gpu_check.py`` reports it at the paper's hardest point)."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        batched = jnp.ndim(state.i) > 0
+        with full_precision():
+            U = self._bound.potential(model_args, model_kwargs)
+            return np.atleast_1d(np.asarray(jax.jit(lambda z: _noise(U, z, batched))(state.z), dtype=float))
 
     def _adapt(self, state, new, batched):
         """The warmup's adaptation after a draw (:mod:`renormpp.mcmc.adaptation`), skipped once every chain is past
