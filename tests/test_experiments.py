@@ -262,7 +262,7 @@ BAD = [
     (dict(model__T=-1.0), r"model.T = -1.0 is not allowed: expected a finite number > 0"),
     (dict(model__activation="softplus"), r"model.activation = 'softplus'.*'erf', 'relu'"),
     (dict(model__width=3), r"unknown key model.width; allowed keys in \[model\]: N1, T, lambda0"),
-    (dict(sampler__kind="hmc"), r"sampler.kind = 'hmc'.*'ula', 'mala', 'kinetic', 'nuts'"),
+    (dict(sampler__kind="hmc"), r"sampler.kind = 'hmc'.*'ula', 'mala', 'kinetic', 'tempered', 'nuts'"),
     (dict(sampler__max_tree_depth=5), r"sampler.max_tree_depth does not apply to sampler.kind = 'mala'"),
     (dict(data__name="imagenet"), r"data.name = 'imagenet'.*'synthetic', 'mnist'"),
     (dict(data__colour="red"), r"unknown key data.colour; allowed keys in \[data\]:.*teacher"),
@@ -582,7 +582,7 @@ def test_a_sampler_kind_is_one_record(tmp_path, monkeypatch):
     assert set(stats.data_vars) == {"diverging"}
     monkeypatch.undo()
     with pytest.raises(ex.ConfigError, match="sampler.kind = 'toy' is not allowed: choose one of 'ula', 'mala', "
-                                             "'kinetic', 'nuts'"):
+                                             "'kinetic', 'tempered', 'nuts'"):
         ex.resolve(tiny(tmp_path, sampler__kind="toy"))
 
 

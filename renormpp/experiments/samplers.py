@@ -153,6 +153,30 @@ class KineticConfig(_Adapted):
         return self
 
 
+class TemperedConfig(KineticConfig):
+    """Replica exchange over likelihood temperatures (renormpp.infer.tempering): each chain is a ladder of `replicas`
+    kinetic Langevin replicas at powers beta = 1 ... beta_min of the likelihood, neighbours swapping before every
+    draw; only the beta = 1 replicas give draws. For posteriors whose chains hold states."""
+
+    kind: Literal["tempered"]
+    replicas: Count = Field(8, description="replicas per chain (rungs of the ladder, beta = 1 included), at least 2")
+    beta_min: Probability = Field(0.1, description="the hottest replica's power of the likelihood (T_max = T / "
+                                                   "beta_min); the ladder is geometric from 1 down to it")
+    pooling: Literal["per_chain"] = Field("per_chain", description="each replica adapts its own step and mass (a "
+                                                                   "hot replica needs a larger step)")
+    warmup: Literal["fixed"] = Field("fixed", description="always num_warmup draws, Stan's windows at 1/4 and 3/4")
+    gibbs: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _ladder(self):
+        if self.replicas < 2:
+            raise ValueError(f"sampler.replicas = {self.replicas}: a ladder needs at least 2 rungs (beta = 1 and a "
+                             "hotter one); for one replica use kind = 'kinetic'")
+        if not self.beta_min < 1:
+            raise ValueError("sampler.beta_min must be below 1 (the hottest replica's power of the likelihood)")
+        return self
+
+
 class NUTSConfig(SamplerTable):
     """NumPyro's NUTS."""
 
@@ -208,6 +232,12 @@ def _kinetic(s: KineticConfig, parts: Parts):
                            pooled_adaptation=s.pooling == "pooled", **_common(s, parts))
 
 
+def _tempered(s: TemperedConfig, parts: Parts):
+    from ..infer.tempering import ReplicaExchange, geometric_ladder
+
+    return ReplicaExchange(_kinetic(s, parts), geometric_ladder(s.replicas, s.beta_min))
+
+
 def _nuts(s: NUTSConfig, parts: Parts):
     from numpyro.infer import NUTS
 
@@ -238,5 +268,7 @@ SAMPLERS: dict[str, SamplerKind] = {rec.name: rec for rec in (
                 "(MALA)"),
     SamplerKind("kinetic", KineticConfig, _kinetic, ("accept_prob", "diverging", "step_size"),
                 "kinetic Langevin (OBABO, generalized HMC)"),
+    SamplerKind("tempered", TemperedConfig, _tempered, ("accept_prob", "diverging", "step_size", "round_trips"),
+                "replica exchange over likelihood temperatures, kinetic Langevin in every replica"),
     SamplerKind("nuts", NUTSConfig, _nuts, ("accept_prob", "diverging", "num_steps"), "NUTS (NumPyro's)"),
 )}

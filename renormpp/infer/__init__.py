@@ -9,6 +9,8 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
   ``numpyro.infer.MCMC`` does, compiled once per block length, for long runs that checkpoint between blocks;
 * :class:`AdaptiveWarmup`: between those blocks, ends the warmup's phases when they have done their job
   (:mod:`.warmup`);
+* :class:`ReplicaExchange`: a ladder of replicas per chain at powers of the likelihood, neighbours swapping, for
+  posteriors whose chains hold states (:mod:`.tempering`);
 * :mod:`.starts`: where chains start (a prior draw, a rescaled one, the trained network), for chains of several kinds
   that must agree.
 """
@@ -19,7 +21,8 @@ from ..precision import full_precision
 from .chains import Accumulator, Chains, DivergenceWarning
 from . import starts
 from .observed import Observed, ObservedState
+from .tempering import ReplicaExchange, ReplicaState, geometric_ladder, tempered
 from .warmup import AdaptiveWarmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "paper_step_size", "starts"]
+           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "paper_step_size", "starts", "tempered"]

@@ -45,6 +45,9 @@ from . import alerts
 from .algorithms import Kinetic, Overdamped
 from .binding import Bound, bind, fingerprint
 
+#: the model keyword that carries a chain's likelihood temperature (:func:`.tempering.tempered` reads it)
+BETA = "_beta"
+
 
 class LangevinState(NamedTuple):
     """State of :class:`Langevin` and :class:`KineticLangevin` (one chain, or a batch of chains).
@@ -58,7 +61,9 @@ class LangevinState(NamedTuple):
     warmup's adaptation state (:class:`renormpp.mcmc.adaptation.WindowState`) with the current ``step_size`` and
     ``inverse_mass`` (also readable as fields, e.g. ``extra_fields=("step_size",)``); ``data_key``, the
     :func:`~.binding.fingerprint` of the model arguments that ``potential_energy`` was computed with; ``rng_key``;
-    ``accept_level``, the kinetic kernel's persistent acceptance variable, Neal's s (with ``accept_shift``; else None).
+    ``accept_level``, the kinetic kernel's persistent acceptance variable, Neal's s (with ``accept_shift``; else None);
+    ``beta``, the chain's likelihood temperature where a replica ladder runs it (:mod:`.tempering`; else None: the
+    posterior itself).
     """
 
     i: jax.Array
@@ -75,6 +80,7 @@ class LangevinState(NamedTuple):
     data_key: jax.Array
     rng_key: jax.Array
     accept_level: Any = None
+    beta: Any = None
 
     @property
     def step_size(self):
@@ -123,10 +129,12 @@ _PARAMETERS = r"""
 """
 
 
-def _noise(U, z, batched):
-    """:func:`.alerts.potential_noise` of ``U`` at the position ``z`` (a parameter dict; batched: one per chain)."""
-    flat = lambda z: ravel_pytree(z)[0]  # noqa: E731
-    return jax.vmap(lambda x: alerts.potential_noise(U, flat(x)))(z) if batched else alerts.potential_noise(U, flat(z))
+def _noise(kernel, state, model_args, model_kwargs, batched):
+    """:func:`.alerts.potential_noise` of the kernel's potential at the chains' positions in ``state`` (each chain's
+    own: at its likelihood temperature where it has one)."""
+    def one(s):
+        return alerts.potential_noise(kernel._potential(model_args, model_kwargs, s.beta), ravel_pytree(s.z)[0])
+    return jax.vmap(one)(state) if batched else one(state)
 
 
 class Adapter(MCMCKernel):
@@ -236,6 +244,12 @@ class Adapter(MCMCKernel):
         return state
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        return self.init_tempered(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def init_tempered(self, rng_key, num_warmup, init_params, model_args, model_kwargs, beta=None):
+        """:meth:`init`, each chain at its likelihood temperature ``beta`` (one per chain; None: the posterior) in
+        the state's ``beta`` (:class:`.tempering.ReplicaExchange`; the model must read :data:`BETA`,
+        :func:`.tempering.tempered`)."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         algo = self.algorithm
         self._num_warmup = int(num_warmup)
@@ -264,23 +278,24 @@ class Adapter(MCMCKernel):
         data_key = fingerprint(model_args, model_kwargs)
 
         @full_precision()
-        def init_all(position, keys, args):
-            U = self._bound.potential(args, model_kwargs)
-
-            def init_one(x, key):
+        def init_all(position, keys, args, beta):
+            def init_one(x, key, b):
+                U = self._potential(args, model_kwargs, b)
                 ws = warm_init(self._step_size, x.shape[-1], x.dtype)
                 core = algo.init(x, U, key, ws.inverse_mass)
                 zero = jnp.zeros((), x.dtype)
                 return LangevinState(jnp.array(0), self._bound.unravel(x), core.potential_energy, core.grad,
                                      obs=self._record(x, args, model_kwargs), accept_prob=zero + 1.0,
                                      mean_accept_prob=zero, diverging=jnp.array(False), num_divergent=jnp.array(0),
-                                     adaptation=ws, data_key=data_key, rng_key=None, **algo.unpack(core))
+                                     adaptation=ws, data_key=data_key, rng_key=None, beta=b, **algo.unpack(core))
 
-            return jax.vmap(init_one)(position, keys) if batched else init_one(position, keys)
+            return jax.vmap(init_one, (0, 0, None if beta is None else 0))(position, keys, beta) if batched else \
+                init_one(position, keys, beta)
 
         # one compilation instead of an op-by-op trace (seconds per point); data given as nested lists stays eager
         arrays = all(a is None or isinstance(a, (jax.Array, np.ndarray)) for a in model_args)
-        state = (jax.jit(init_all) if arrays else init_all)(position, key_core, tuple(model_args))
+        beta = None if beta is None else jnp.asarray(beta, position.dtype)
+        state = (jax.jit(init_all) if arrays else init_all)(position, key_core, tuple(model_args), beta)
         pe, grad = state.potential_energy, state.z_grad
         concrete = not isinstance(pe, jax.core.Tracer)
         if concrete and not (np.all(np.isfinite(pe)) and np.all(np.isfinite(grad))):
@@ -305,7 +320,8 @@ class Adapter(MCMCKernel):
         state = self._refresh_if_new_data(state, U, model_args, model_kwargs, batched)
 
         def one(s):
-            return self._sample_one(s, U, model_args, model_kwargs)
+            Us = U if s.beta is None else self._potential(model_args, model_kwargs, s.beta)
+            return self._sample_one(s, Us, model_args, model_kwargs)
 
         new = jax.vmap(one)(state) if batched else one(state)
         new = self._adapt(state, new, batched)
@@ -322,7 +338,7 @@ class Adapter(MCMCKernel):
             n = n[0] if batched else n
 
             def noise():  # once, at the first draw after the warmup
-                level = _noise(U, new.z, batched)
+                level = _noise(self, new, model_args, model_kwargs, batched)
                 jax.lax.cond(jnp.any(~(level <= alerts.NOISE_BOUND)),
                              lambda: jax.debug.callback(alerts.warn_noisy_potential, level, new.step_size),
                              lambda: None)
@@ -334,6 +350,11 @@ class Adapter(MCMCKernel):
                          lambda: None)
         return new
 
+    def _potential(self, model_args, model_kwargs, beta=None):
+        """U of the flat position; with ``beta`` (a chain's likelihood temperature, :mod:`.tempering`) the tempered
+        posterior's: the model's observed sites' log-densities times ``beta``."""
+        return self._bound.potential(model_args, model_kwargs if beta is None else {**model_kwargs, BETA: beta})
+
     def potential_noise(self, state, model_args, model_kwargs=None) -> np.ndarray:
         """The potential's rounding noise (:func:`.alerts.potential_noise`, energy units) at each chain's position
         in ``state``, as the check at the warmup's end measures it (in the sampler's precision, every product at full
@@ -342,8 +363,8 @@ class Adapter(MCMCKernel):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         batched = jnp.ndim(state.i) > 0
         with full_precision():
-            U = self._bound.potential(model_args, model_kwargs)
-            return np.atleast_1d(np.asarray(jax.jit(lambda z: _noise(U, z, batched))(state.z), dtype=float))
+            return np.atleast_1d(np.asarray(jax.jit(lambda st: _noise(self, st, model_args, model_kwargs, batched))(
+                state), dtype=float))
 
     def _adapt(self, state, new, batched):
         """The warmup's adaptation after a draw (:mod:`renormpp.mcmc.adaptation`), skipped once every chain is past
@@ -370,7 +391,8 @@ class Adapter(MCMCKernel):
 
         def refresh(st):
             def one(s):
-                pe, grad = jax.value_and_grad(U)(ravel_pytree(s.z)[0])
+                Us = U if s.beta is None else self._potential(model_args, model_kwargs, s.beta)
+                pe, grad = jax.value_and_grad(Us)(ravel_pytree(s.z)[0])
                 return s._replace(potential_energy=pe, z_grad=grad)
             st = jax.vmap(one)(st) if batched else one(st)
             return st._replace(data_key=jnp.broadcast_to(key, st.data_key.shape))
@@ -421,7 +443,8 @@ class Adapter(MCMCKernel):
                              obs=self._record(core.position, model_args, model_kwargs),
                              accept_prob=info.accept_prob, mean_accept_prob=mean_accept_prob,
                              diverging=info.num_divergent > 0, num_divergent=state.num_divergent + info.num_divergent,
-                             adaptation=ws, data_key=state.data_key, rng_key=rng_key, **self.algorithm.unpack(core))
+                             adaptation=ws, data_key=state.data_key, rng_key=rng_key, beta=state.beta,
+                             **self.algorithm.unpack(core))
 
 
 class Langevin(Adapter):
