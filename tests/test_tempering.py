@@ -130,22 +130,16 @@ def test_a_ladder_continues_from_its_checkpoint(tmp_path):
     data = rp.datasets.synthetic(P=20, P_test=10, N0=4, D=2, teacher="linear", seed=0)
     rb = rp.readout.rao_blackwell(data.X, data.Y, data.X_test, data.Y_test, T=0.1, lambda1=1.0)
 
-    def start():
-        inner = KineticLangevin(rp.models.one_hidden_layer, step_size=1e-2, inner_steps=3, observables=rb)
-        chains = rp.infer.Chains(ReplicaExchange(inner, geometric_ladder(3, 0.5)), num_chains=2,
-                                 extra_fields=("round_trips", "accept_prob"))
-        state = chains.init(jax.random.PRNGKey(5), 5, data.X, data.Y, N1=4, T=0.1, integrate_v=True)
-        return chains, state
-
-    chains, state = start()
-    _, straight, stats = chains.run(state, 30)
-    chains, state = start()
-    state, first, _ = chains.run(state, 12)
+    inner = KineticLangevin(rp.models.one_hidden_layer, step_size=1e-2, inner_steps=3, observables=rb)
+    chains = rp.infer.Chains(ReplicaExchange(inner, geometric_ladder(3, 0.5)), num_chains=2,
+                             extra_fields=("round_trips", "accept_prob"))
+    start = chains.init(jax.random.PRNGKey(5), 5, data.X, data.Y, N1=4, T=0.1, integrate_v=True)
+    _, straight, stats = chains.run(start, 30)
+    state, first, _ = chains.run(start, 12, length=30)  # one compiled block of 30 serves all three runs
     saved = Checkpoint(tmp_path / "checkpoint.npz", template=state)
     saved.state = state
     saved.save()
-    chains, fresh = start()
-    _, rest, _ = chains.run(Checkpoint(tmp_path / "checkpoint.npz", template=fresh).state, 18)
+    _, rest, _ = chains.run(Checkpoint(tmp_path / "checkpoint.npz", template=start).state, 18, length=30)
     for key in straight:
         np.testing.assert_array_equal(np.concatenate([first[key], rest[key]], axis=1), straight[key])
     assert stats["round_trips"].shape == (2, 30) and np.all(np.diff(stats["round_trips"], axis=1) >= 0)
