@@ -132,7 +132,9 @@ def run_point(d, N1, args, out):
     # share of draws beyond 3 prior sigma (N1 independent neurons from a law have N1 x that share beyond it)
     lab = np.einsum("cnik,k->cni", w, dirs["labels"]) ** 2
     per_neuron = lab.mean(axis=1)  # (chains, N1)
+    half = lab.shape[1] // 2
     out["specialists"] = dict(
+        halves_correlation=float(np.corrcoef(lab[:, :half].mean(axis=1).ravel(), lab[:, half:].mean(axis=1).ravel())[0, 1]),
         per_neuron=np.sort(per_neuron, axis=1)[:, ::-1].tolist(),
         network=[int(np.sum(m > 9)) for m in per_neuron],
         network_share_beyond_3_sigma=float(np.mean(lab > 9)),
@@ -185,6 +187,7 @@ def figure(results, path):
         ax.axhline(1.0, color="k", ls=":", lw=1)
         ax.set_xlabel("neuron (sorted)")
         ax.set_title("each neuron's mean (labels.w)^2", fontsize="small")
+        ax.legend(fontsize="x-small")
     axes[0, -2].legend(fontsize="x-small")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -225,7 +228,8 @@ def main(argv=None):
         sp = r["specialists"]
         print(f"specialists (neurons whose mean (labels.w)^2 over the chain exceeds 9): network {sp['network']} per "
               f"chain (their mean (labels.w)^2 {[round(x[0], 1) for x in sp['per_neuron']]}, the rest's median "
-              f"{np.median([x[1:] for x in sp['per_neuron']]):.2f}); N1 neurons drawn from a law: (S2) "
+              f"{np.median([x[1:] for x in sp['per_neuron']]):.2f}; each neuron's mean in the two halves of its chain: "
+              f"correlation {sp['halves_correlation']:.3f}); N1 neurons drawn from a law: (S2) "
               f"{sp['tilt']:.2f}, (S3) {sp['cavity']:.2f} beyond 3 sigma on average")
         k = r["kernel"]
         print("K_post / K along K's top 5 directions: " + "; ".join(
