@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..network import ActivationLike, get_activation, x64_context
+from ..network import ActivationLike, hidden, x64_context
 
 
 class Tilt(NamedTuple):
@@ -65,15 +65,19 @@ class Tilt(NamedTuple):
 
 
 def features(w, X, activation: ActivationLike = "erf") -> np.ndarray:
-    """:math:`s = \\sigma(X w^\\top/\\sqrt{N_0})` of weights ``w`` (..., N, N0): shape (..., P, N), float64."""
+    """:math:`s = \\sigma(X w^\\top/\\sqrt{N_0})` of weights ``w`` (..., N, N0): shape (..., P, N), float64
+    (:func:`renormpp.network.hidden` in local float64)."""
     w = np.asarray(w, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     if w.shape[-1] != X.shape[1]:
         raise ValueError(f"w has {w.shape[-1]} inputs per neuron but X has N0 = {X.shape[1]} columns")
-    act = get_activation(activation)
     with x64_context():  # float64 for the theory, whatever JAX's global flag
-        return np.asarray((act.np_fn or act.fn)(np.einsum("pk,...nk->...pn", X, w) / np.sqrt(X.shape[1])),
-                          dtype=np.float64)
+        return np.asarray(hidden({"w": w}, X, activation), dtype=np.float64)
+
+
+def _one(w, X, activation):
+    """The features (P,) of one neuron's weights ``w`` (N0,), in JAX."""
+    return hidden({"w": w[None, :]}, X, activation)[:, 0]
 
 
 def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: ActivationLike = "erf") -> Tilt:
@@ -108,7 +112,7 @@ def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: Activati
 
 def log_tilt(w, X, G, activation: ActivationLike = "erf"):
     """:math:`-\\tfrac12 s(w)^\\top G s(w)` of one neuron's weights ``w`` (N0,), in JAX (the factor of (S2))."""
-    s = get_activation(activation).fn(X @ w / np.sqrt(X.shape[1]))
+    s = _one(w, X, activation)
     return -0.5 * s @ (G @ s)
 
 
@@ -116,7 +120,7 @@ def log_cavity(w, X, B, Y, c: float, activation: ActivationLike = "erf"):
     """The data factor of (S3) for one neuron's weights ``w`` (N0,), in JAX."""
     import jax.numpy as jnp
 
-    s = get_activation(activation).fn(X @ w / np.sqrt(X.shape[1]))
+    s = _one(w, X, activation)
     Bs = B @ s
     x = s @ Bs
     return -0.5 * Y.shape[1] * jnp.log1p(x / c) + 0.5 * jnp.sum((Y.T @ Bs) ** 2) / (c + x)
