@@ -188,7 +188,8 @@ def figure(results, path):
         ax.set_xlabel("neuron (sorted)")
         ax.set_title("each neuron's mean (labels.w)^2", fontsize="small")
         ax.legend(fontsize="x-small")
-    axes[0, -2].legend(fontsize="x-small")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
