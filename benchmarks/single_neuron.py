@@ -38,13 +38,13 @@ T = 0.01
 POINTS = {"alpha10": 20, "alpha2": 100}  # N1 at P = 200
 
 
-def sample_network(d, N1, *, warmup, draws, thin, seed):
+def sample_network(d, N1, *, warmup, draws, thin, seed, activation="erf"):
     import jax
     from numpyro.infer import MCMC
 
     from renormpp import infer, models
 
-    marginal = functools.partial(models.one_hidden_layer, integrate_v=True)
+    marginal = functools.partial(models.one_hidden_layer, integrate_v=True, activation=activation)
     kernel = infer.KineticLangevin(marginal, step_size=1e-3, inner_steps=10)
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=2, chain_method="vectorized",
                 thinning=thin, progress_bar=False)
@@ -52,11 +52,11 @@ def sample_network(d, N1, *, warmup, draws, thin, seed):
     return np.asarray(mcmc.get_samples(group_by_chain=True)["w"], dtype=np.float64)  # (chains, n, N1, N0)
 
 
-def rb_eps_g(d, w, N1):
+def rb_eps_g(d, w, N1, activation="erf"):
     """The Rao-Blackwellized eps_g of each draw (v integrated exactly given w)."""
     from renormpp import observables, readout
 
-    rb = readout.rao_blackwell(d.X, d.Y, d.X_test, d.Y_test, T=T, lambda1=1.0)
+    rb = readout.rao_blackwell(d.X, d.Y, d.X_test, d.Y_test, T=T, lambda1=1.0, activation=activation)
     return np.asarray(observables.evaluate(rb, {"w": w.astype(np.float32)}, batch_dims=2)["eps_g"])
 
 
