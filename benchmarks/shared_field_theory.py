@@ -1,0 +1,223 @@
+r"""A third theory beyond the Gaussian equivalence: the shared field with each neuron's own bulk (issue 46, item 2).
+
+After the readout is integrated, every neuron sees the field f̄ (P x D) conjugate to the predictions through
+exp(-||f̄ᵀs(w)||²/(2c)), c = λ1 N1, and f̄ is one field shared by all neurons. Take it Gaussian, f̄ = i m + g with
+g of covariance Σ (PD x PD), and keep each neuron's projections exact: given w, gᵀs(w) is Gaussian with covariance
+q(w) = [s(w)ᵀ Σ_ab s(w)] (D x D, the neuron's own bulk) and z = mᵀs(w) is its spike. One neuron's law is the cavity
+law (S3) of renormpp.theory.single_neuron with these,
+
+    p(w) ∝ N(w; 0, 1/λ0) det(1 + q/c)^(-1/2) exp(½ zᵀ(c + q)⁻¹z),                                   (F1)
+
+and the stationarity of the shared field, with y = (c + q)⁻¹z, gives
+
+    Σ⁻¹ = T + N1 E[((c+q)⁻¹ + y yᵀ) ⊗ s sᵀ],        T m + N1 E[s yᵀ] = Y.                          (F2)
+
+Predictions: the mean N1 E[s(x) y_a]; the variance, from -∂²_j log Z with a source j at the test point (including
+the response of m to it),
+
+    var_a = N1 E[(c+q)⁻¹_aa s*²] + N1 E[s*² y_a²] - N1 E[s* y_a]² - N1² n_aᵀ (T + N1 L)⁻¹ n_a,      (F3)
+
+L = E[((c+q)⁻¹ + yyᵀ) ⊗ ssᵀ] - E[y ⊗ s]E[y ⊗ s]ᵀ,
+n_a,b = E[(c+q)⁻¹_ab s* s] + E[y_a y_b s* s] - E[s* y_a]E[y_b s].
+For a linear activation (Gaussian s, q concentrated) (F1)-(F3) are solved in closed form (`linear_closed_form`) and
+reproduce the exact theory, which is exact for linear networks. For erf the expectations over (F1) reweight a fixed
+sample of prior neurons (importance sampling, with the exact NNGP kernel as control variate; the effective sample size
+is reported), and (F2) is iterated with damping, continued in α from the widest network.
+
+Run: ``python benchmarks/shared_field_theory.py`` (MNIST (0, 1), P = 200; about 6 minutes on 2 cores). Prints the
+tables of benchmarks/README.md, "shared_field_theory.py". A prototype: not yet a method of renormpp.theory.METHODS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from scipy.special import erf
+
+import renormpp as rp
+
+#: the sampled networks' eps_g on the same data (docs/validity.md, "Real data": the validity map, MNIST P = 200)
+SAMPLED = {400: (0.07542, 0.0002), 200: (0.05662, 0.0002), 100: (0.02955, 0.00009), 50: (0.0155, 0.00005),
+           20: (0.01018, 0.00003)}
+
+
+def _blocks(Mat, D, P):
+    """The D x D blocks (P x P each) of an output-major PD x PD matrix."""
+    return [[Mat[a * P:(a + 1) * P, b * P:(b + 1) * P] for b in range(D)] for a in range(D)]
+
+
+def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
+    """(F1)-(F3) for a linear activation: s Gaussian with covariance K, q concentrated at its mean, the tilted law
+    Gaussian (moments by Isserlis): (bias, variance, iterations, last residual)."""
+    X, Y, Xt, Yt = d.X, d.Y, d.X_test, d.Y_test
+    P, N0 = X.shape; D = Y.shape[1]; c = lam1 * N1
+    K = X @ X.T / N0; Kx = Xt @ X.T / N0; Kxx = np.sum(Xt**2, 1) / N0
+    Sig = np.kron(np.eye(D), np.linalg.inv(T*np.eye(P) + K/lam1)); m = np.linalg.solve(T*np.eye(P) + K/lam1, Y)
+    I = np.eye(P*D)
+    def state(m, Sig):
+        Om = np.array([[np.trace(b @ K) for b in row] for row in _blocks(Sig, D, P)])
+        C = np.linalg.inv(c*np.eye(D) + Om)
+        Km = K @ m
+        Kt = K + Km @ np.linalg.inv(np.linalg.inv(C) - m.T @ Km) @ Km.T
+        return Om, C, Kt
+    for it in range(iters):
+        Om, C, Kt = state(m, Sig)
+        r = m @ C; u = Kt @ r; R = r.T @ Kt @ r
+        uu = np.block([[np.outer(u[:, a], u[:, b]) + np.outer(u[:, b], u[:, a]) for b in range(D)] for a in range(D)])
+        Sinv = T*I + N1 * (np.kron(C + R, Kt) + uu)
+        Sn = np.linalg.inv(Sinv)
+        mn = np.linalg.solve(T*I + N1*np.kron(C, Kt), Y.T.reshape(-1)).reshape(D, P).T   # output-major vec
+        res = np.linalg.norm(Sn - Sig)/np.linalg.norm(Sig) + np.linalg.norm(mn - m)/np.linalg.norm(m)
+        Sig = (1-eta)*Sig + eta*Sn; m = (1-eta)*m + eta*mn
+        if res < 1e-10: break
+    Om, C, Kt = state(m, Sig); r = m @ C; u = Kt @ r; R = r.T @ Kt @ r
+    Km = K @ m; Mi = np.linalg.inv(np.linalg.inv(C) - m.T @ Km)
+    Ktx = Kx + (Kx @ m) @ Mi @ Km.T          # Kt(x*, X)
+    Ktxx = Kxx + np.einsum("id,de,ie->i", Kx @ m, Mi, Kx @ m)
+    kr = Ktx @ r                              # (Pt, D): E[s* (Cz)_a]
+    G = N1 * kr                               # mean: N1 E[s* z^T] C
+    uu = np.block([[np.outer(u[:, b2], u[:, b1]) for b2 in range(D)] for b1 in range(D)])
+    L = T*I + N1 * (np.kron(C + R, Kt) + uu)
+    Linv = np.linalg.inv(L)
+    var = np.zeros(len(Xt))
+    for a in range(D):
+        three = N1 * C[a, a] * Ktxx + N1 * (Ktxx * R[a, a] + 2 * kr[:, a]**2) - N1 * kr[:, a]**2
+        # n*_{a,b} = (C+R)_ab Ktx + u_a (kr)_b    (rows: test points; columns: (b, mu))
+        ns = np.concatenate([(C + R)[a, b] * Ktx + np.outer(kr[:, b], u[:, a]) for b in range(D)], axis=1)
+        var += three - N1**2 * np.einsum("ip,pq,iq->i", ns, Linv, ns)
+    bias = np.mean(np.sum((Yt - G)**2, 1))
+    return bias, var.mean(), it, res
+
+
+def prior_features(X, Xt, M, activation, seed, lambda0=1.0):
+    rng = np.random.default_rng(seed)
+    fn = {"erf": erf, "linear": lambda h: h}[activation]
+    N0 = X.shape[1]
+    S, St = [], []
+    for i in range(0, M, 2000):
+        W = rng.standard_normal((min(2000, M - i), N0)) / np.sqrt(lambda0)
+        S.append(fn(W @ X.T / np.sqrt(N0))); St.append(fn(W @ Xt.T / np.sqrt(N0)))
+    return np.concatenate(S), np.concatenate(St)
+
+def solve(d, N1, init=None, activation="erf", T=0.01, lambda1=1.0, M=10000, iters=14, eta=0.6, seed=0, tol=1e-8,
+          verbose=True):
+    """(F1)-(F3) for erf by reweighting M prior neurons: eps_g, its bias and variance, the exact theory's, the ESS and
+    the last residuals; ``init`` = (m, Sigma) of a neighbouring width (continuation), else the exact theory's."""
+    X, Y, Xt, Yt = (np.asarray(a, float) for a in (d.X, d.Y, d.X_test, d.Y_test))
+    P, D, c = X.shape[0], Y.shape[1], lambda1 * N1
+    K = rp.kernels.nngp(X, activation=activation); Kx = rp.kernels.nngp(Xt, X, activation=activation)
+    Kxx = rp.kernels.nngp_diag(Xt, activation=activation)
+    s, sx = prior_features(X, Xt, M, activation, seed)
+    dK = s.T @ s / M - K  # the control variate: zero in expectation
+    I = np.eye(P * D)
+    fit = rp.theory.solve(X, Y, N1=N1, T=T, activation=activation)
+    Q = np.atleast_2d(fit.Q)
+    A0 = T * I + np.kron(Q, K) / lambda1
+    Sig = np.linalg.inv(A0); m = np.linalg.solve(A0, Y.T.reshape(-1)).reshape(D, P).T
+    if init is not None:
+        m, Sig = init
+    def per_neuron(m, Sig):
+        Sb = [[Sig[a*P:(a+1)*P, b*P:(b+1)*P] for b in range(D)] for a in range(D)]
+        q = np.stack([np.stack([np.einsum("mp,pq,mq->m", s, Sb[a][b], s) for b in range(D)], -1) for a in range(D)], -2)
+        C = np.linalg.inv(c * np.eye(D) + q)                     # (M, D, D)
+        z = s @ m; y = np.einsum("mab,mb->ma", C, z)
+        logrho = -0.5 * np.linalg.slogdet(np.eye(D) + q / c)[1] + 0.5 * np.einsum("ma,ma->m", z, y)
+        rho = np.exp(logrho - logrho.max()); rho /= rho.mean()
+        return q, C, z, y, rho
+    def moments(C, y, rho):
+        W = C + np.einsum("ma,mb->mab", y, y)                    # (M, D, D)
+        EW = np.einsum("m,mab->ab", rho, W) / M
+        Big = np.block([[(s * (rho * W[:, a, b])[:, None]).T @ s / M - EW[a, b] * dK for b in range(D)]
+                        for a in range(D)])
+        EC = np.einsum("m,mab->ab", rho, C) / M
+        A1 = np.block([[(s * (rho * C[:, a, b])[:, None]).T @ s / M - EC[a, b] * dK for b in range(D)]
+                       for a in range(D)])
+        Eys = np.concatenate([(rho * y[:, a]) @ s / M for a in range(D)])   # E[y ⊗ s] (PD,)
+        return Big, A1, Eys
+    for it in range(iters):
+        q, C, z, y, rho = per_neuron(m, Sig)
+        ess = M / np.mean(rho ** 2)
+        Big, A1, Eys = moments(C, y, rho)
+        Sn = np.linalg.inv(T * I + N1 * Big); Sn = 0.5 * (Sn + Sn.T)
+        grad = T * m.T.reshape(-1) + N1 * A1 @ m.T.reshape(-1) - Y.T.reshape(-1)
+        step = m.T.reshape(-1) - np.linalg.solve(T * I + N1 * A1, Y.T.reshape(-1))  # fixed point (Newton diverges)
+        res_m = np.linalg.norm(grad) / np.linalg.norm(Y); res_S = np.linalg.norm(Sn - Sig) / np.linalg.norm(Sig)
+        m = m - eta * step.reshape(D, P).T; Sig = (1 - eta) * Sig + eta * Sn
+        if verbose:
+            print(f"it {it} |grad|/|Y| {res_m:.3g} |dSig|/|Sig| {res_S:.3g} ESS {ess:.0f}", flush=True)
+        if max(res_m, res_S) < tol: break
+    q, C, z, y, rho = per_neuron(m, Sig)
+    Big, A1, Eys = moments(C, y, rho)
+    L = T * I + N1 * (Big - np.outer(Eys, Eys)); Linv = np.linalg.inv(L)
+    dKx = sx.T @ s / M - Kx
+    dKxx = np.mean(sx ** 2, 0) - Kxx
+    EC = np.einsum("m,mab->ab", rho, C) / M
+    mean = np.zeros((len(Xt), D)); var = np.zeros(len(Xt))
+    Esy = [ (sx * (rho * y[:, a])[:, None]).mean(0) for a in range(D)]       # E[s* y_a] (Pt,)
+    for a in range(D):
+        # E[s* y_a] = sum_b E[C_ab s* s^T] m_b, with the control variate
+        mean[:, a] = N1 * sum(((sx * (rho * C[:, a, b])[:, None]).T @ s / M - EC[a, b] * dKx) @ m[:, b]
+                              for b in range(D))
+        ECaa_s2 = (rho * C[:, a, a]) @ sx ** 2 / M - EC[a, a] * dKxx
+        three = N1 * ECaa_s2 + N1 * (rho * y[:, a] ** 2) @ sx ** 2 / M - N1 * (mean[:, a] / N1) ** 2
+        ns = []
+        for b in range(D):
+            Wab = C[:, a, b] + y[:, a] * y[:, b]
+            EWab = np.mean(rho * Wab)
+            ns.append((sx * (rho * Wab)[:, None]).T @ s / M - EWab * dKx - np.outer(mean[:, a] / N1, Eys[b*P:(b+1)*P]))
+        ns = np.concatenate(ns, 1)
+        var += three - N1 ** 2 * np.einsum("ip,pq,iq->i", ns, Linv, ns)
+    bias = np.mean(np.sum((Yt - mean) ** 2, 1))
+    krb = np.mean(np.sum((Yt - fit.predict(Xt).mean) ** 2, 1)); kre = fit.generalization_error(Xt, Yt)
+    solve.last = (m, Sig)
+    return dict(eps_g=bias + var.mean(), bias=bias, var=var.mean(), exact=kre, exact_bias=krb, exact_var=kre - krb,
+                it=it, ess=ess, converged=max(res_m, res_S) < tol)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", help="the data sets' folder (default: the loaders' rules, RENORMPP_DATA)")
+    ap.add_argument("--out", default="shared_field_theory.json")
+    ap.add_argument("--neurons", type=int, default=10000, help="prior neurons reweighted (default 10000)")
+    args = ap.parse_args()
+    d = rp.datasets.mnist(classes=(0, 1), P=200, P_test=1000, root=args.root, seed=0)
+    out = {"linear": {}, "erf": {}}
+    print("linear activation, closed form, against the exact theory (exact for linear networks)")
+    print("| N1 (α) | bias | exact | variance | exact | ε_g | exact |\n|---|---|---|---|---|---|---|")
+    for N1 in (400, 100, 50):
+        fit = rp.theory.solve(d.X, d.Y, N1=N1, T=0.01, activation="linear")
+        kb = float(np.mean(np.sum((d.Y_test - fit.predict(d.X_test).mean) ** 2, 1)))
+        kv = float(fit.generalization_error(d.X_test, d.Y_test)) - kb
+        b, v, _, _ = linear_closed_form(d, N1)
+        out["linear"][N1] = dict(bias=b, variance=v, exact_bias=kb, exact_variance=kv)
+        print(f"| {N1} ({200 / N1:g}) | {b:.5f} | {kb:.5f} | {v:.5f} | {kv:.5f} | {b + v:.5f} | {kb + kv:.5f} |")
+    print("\nerf, against the exact theory and the sampled networks, continued from N1 = 400")
+    rows, init = [], None
+    for N1 in (400, 200, 100, 80, 65, 50):
+        t = time.perf_counter()
+        r = solve(d, N1, init, M=args.neurons, verbose=False)
+        r["seconds"] = time.perf_counter() - t
+        init = solve.last if r["ess"] > 100 else None
+        out["erf"][N1] = {k: float(v) for k, v in r.items()}
+        rows.append((N1, r))
+    print("| N1 (α) | ε_g (bias + variance) | exact theory | sampled network | Δ vs sampled | z | exact's Δ | ESS | "
+          "seconds |\n|---|---|---|---|---|---|---|---|---|")
+    for N1, r in rows:
+        ok = r["ess"] > 100 and np.isfinite(r["eps_g"])
+        mc, err = SAMPLED.get(N1, (np.nan, np.nan))
+        value = (f"{r['eps_g']:.5f} ({r['bias']:.5f} + {r['var']:.5f})" if ok
+                 else "did not converge (the weights degenerate)")
+        cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if ok and np.isfinite(mc) else " | ")
+        exact = f"{(r['exact'] - mc) / mc:+.1%}" if np.isfinite(mc) else ""
+        sampled = f"{mc:.5f} ± {err:.5f}" if np.isfinite(mc) else ""
+        print(f"| {N1} ({200 / N1:.3g}) | {value} | {r['exact']:.5f} | {sampled} | {cmp} | {exact} | {r['ess']:.0f} | "
+              f"{r['seconds']:.0f} |")
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
