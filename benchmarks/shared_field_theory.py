@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy.special import erf
@@ -214,8 +215,7 @@ def main():
         sampled = f"{mc:.5f} ± {err:.5f}" if np.isfinite(mc) else ""
         print(f"| {N1} ({200 / N1:.3g}) | {value} | {r['exact']:.5f} | {sampled} | {cmp} | {exact} | {r['ess']:.0f} | "
               f"{r['seconds']:.0f} |")
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+    Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
 
 
