@@ -175,7 +175,7 @@ def spike_theory(d, N1, activation="erf", lambda1=1.0, M=8000, iters=30, eta=0.1
     """(b): eps_g, Q and the history of the fixed point (M2)-(M3), from the exact theory's saddle point."""
     act = get_activation(activation).fn
     X, Y = np.asarray(d.X, float), np.asarray(d.Y, float)
-    P, D, c = X.shape[0], Y.shape[1], lambda1 * N1
+    D, c = Y.shape[1], lambda1 * N1
     K = rp.kernels.nngp(X, activation=activation)
     Kx = rp.kernels.nngp(d.X_test, X, activation=activation)
     Kxx = rp.kernels.nngp_diag(d.X_test, activation=activation)

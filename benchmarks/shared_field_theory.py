@@ -156,7 +156,6 @@ def solve(d, N1, init=None, activation="erf", T=0.01, lambda1=1.0, M=10000, iter
     dKxx = np.mean(sx ** 2, 0) - Kxx
     EC = np.einsum("m,mab->ab", rho, C) / M
     mean = np.zeros((len(Xt), D)); var = np.zeros(len(Xt))
-    Esy = [ (sx * (rho * y[:, a])[:, None]).mean(0) for a in range(D)]       # E[s* y_a] (Pt,)
     for a in range(D):
         # E[s* y_a] = sum_b E[C_ab s* s^T] m_b, with the control variate
         mean[:, a] = N1 * sum(((sx * (rho * C[:, a, b])[:, None]).T @ s / M - EC[a, b] * dKx) @ m[:, b]
