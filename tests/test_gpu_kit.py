@@ -91,6 +91,15 @@ def test_the_paper_projection_prices_each_width_from_its_family(gpu_check):
 
 
 @pytest.mark.slow
+def test_the_gpu_checks_timings_keep_its_budget_and_go_narrow_widths_first(gpu_check):
+    configs = {"linear-D2": {"model": {"N1": [10, 20]}}, "mnist-D2": {"model": {"N1": [10, 30]}}}
+    rows = gpu_check.timings(configs, (2, 32), 3, deadline=-np.inf)  # past: nothing is started
+    assert [(r["series"], r["N1"], r["chains"]) for r in rows] == [
+        ("linear-D2", 10, 2), ("linear-D2", 10, 32), ("mnist-D2", 10, 2), ("mnist-D2", 10, 32),
+        ("linear-D2", 20, 2), ("linear-D2", 20, 32), ("mnist-D2", 30, 2), ("mnist-D2", 30, 32)]
+    assert all("time budget" in r["skipped"] for r in rows)
+
+
 def test_the_gpu_check_runs_at_smoke_size(gpu_check, tmp_path):
     report = gpu_check.main(["--size", "smoke", "--out", str(tmp_path)])
     from renormpp.infer.alerts import NOISE_BOUND
