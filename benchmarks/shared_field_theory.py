@@ -24,8 +24,11 @@ reproduce the exact theory, which is exact for linear networks. For erf the expe
 sample of prior neurons (importance sampling, with the exact NNGP kernel as control variate; the effective sample size
 is reported), and (F2) is iterated with damping, continued in α from the widest network.
 
+The erf solve is :func:`renormpp.theory.shared_field.solve`; this script adds the linear closed form (an independent
+check of (F1)-(F3)) and the tables against the sampled networks.
+
 Run: ``python benchmarks/shared_field_theory.py`` (MNIST (0, 1), P = 200; about 6 minutes on 2 cores). Prints the
-tables of benchmarks/README.md, "shared_field_theory.py". A prototype: not yet a method of renormpp.theory.METHODS.
+tables of benchmarks/README.md, "shared_field_theory.py". ``--P 1000 --widths 1000 500`` times it at the paper's size.
 """
 from __future__ import annotations
 
@@ -35,9 +38,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.special import erf
 
 import renormpp as rp
+from renormpp.theory import shared_field
 
 #: the sampled networks' eps_g on the same data (docs/validity.md, "Real data": the validity map, MNIST P = 200)
 SAMPLED = {400: (0.07542, 0.0002), 200: (0.05662, 0.0002), 100: (0.02955, 0.00009), 50: (0.0155, 0.00005),
@@ -92,128 +95,62 @@ def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
     return bias, var.mean(), it, res
 
 
-def prior_features(X, Xt, M, activation, seed, lambda0=1.0):
-    rng = np.random.default_rng(seed)
-    fn = {"erf": erf, "linear": lambda h: h}[activation]
-    N0 = X.shape[1]
-    S, St = [], []
-    for i in range(0, M, 2000):
-        W = rng.standard_normal((min(2000, M - i), N0)) / np.sqrt(lambda0)
-        S.append(fn(W @ X.T / np.sqrt(N0))); St.append(fn(W @ Xt.T / np.sqrt(N0)))
-    return np.concatenate(S), np.concatenate(St)
-
-def solve(d, N1, init=None, activation="erf", T=0.01, lambda1=1.0, M=10000, iters=14, eta=0.6, seed=0, tol=1e-8,
-          verbose=True):
-    """(F1)-(F3) for erf by reweighting M prior neurons: eps_g, its bias and variance, the exact theory's, the ESS and
-    the last residuals; ``init`` = (m, Sigma) of a neighbouring width (continuation), else the exact theory's."""
-    X, Y, Xt, Yt = (np.asarray(a, float) for a in (d.X, d.Y, d.X_test, d.Y_test))
-    P, D, c = X.shape[0], Y.shape[1], lambda1 * N1
-    K = rp.kernels.nngp(X, activation=activation); Kx = rp.kernels.nngp(Xt, X, activation=activation)
-    Kxx = rp.kernels.nngp_diag(Xt, activation=activation)
-    s, sx = prior_features(X, Xt, M, activation, seed)
-    dK = s.T @ s / M - K  # the control variate: zero in expectation
-    I = np.eye(P * D)
-    fit = rp.theory.solve(X, Y, N1=N1, T=T, activation=activation)
-    Q = np.atleast_2d(fit.Q)
-    A0 = T * I + np.kron(Q, K) / lambda1
-    Sig = np.linalg.inv(A0); m = np.linalg.solve(A0, Y.T.reshape(-1)).reshape(D, P).T
-    if init is not None:
-        m, Sig = init
-    def per_neuron(m, Sig):
-        Sb = [[Sig[a*P:(a+1)*P, b*P:(b+1)*P] for b in range(D)] for a in range(D)]
-        q = np.stack([np.stack([np.einsum("mp,pq,mq->m", s, Sb[a][b], s) for b in range(D)], -1) for a in range(D)], -2)
-        C = np.linalg.inv(c * np.eye(D) + q)                     # (M, D, D)
-        z = s @ m; y = np.einsum("mab,mb->ma", C, z)
-        logrho = -0.5 * np.linalg.slogdet(np.eye(D) + q / c)[1] + 0.5 * np.einsum("ma,ma->m", z, y)
-        rho = np.exp(logrho - logrho.max()); rho /= rho.mean()
-        return q, C, z, y, rho
-    def moments(C, y, rho):
-        W = C + np.einsum("ma,mb->mab", y, y)                    # (M, D, D)
-        EW = np.einsum("m,mab->ab", rho, W) / M
-        Big = np.block([[(s * (rho * W[:, a, b])[:, None]).T @ s / M - EW[a, b] * dK for b in range(D)]
-                        for a in range(D)])
-        EC = np.einsum("m,mab->ab", rho, C) / M
-        A1 = np.block([[(s * (rho * C[:, a, b])[:, None]).T @ s / M - EC[a, b] * dK for b in range(D)]
-                       for a in range(D)])
-        Eys = np.concatenate([(rho * y[:, a]) @ s / M for a in range(D)])   # E[y ⊗ s] (PD,)
-        return Big, A1, Eys
-    for it in range(iters):
-        q, C, z, y, rho = per_neuron(m, Sig)
-        ess = M / np.mean(rho ** 2)
-        Big, A1, Eys = moments(C, y, rho)
-        Sn = np.linalg.inv(T * I + N1 * Big); Sn = 0.5 * (Sn + Sn.T)
-        grad = T * m.T.reshape(-1) + N1 * A1 @ m.T.reshape(-1) - Y.T.reshape(-1)
-        step = m.T.reshape(-1) - np.linalg.solve(T * I + N1 * A1, Y.T.reshape(-1))  # fixed point (Newton diverges)
-        res_m = np.linalg.norm(grad) / np.linalg.norm(Y); res_S = np.linalg.norm(Sn - Sig) / np.linalg.norm(Sig)
-        m = m - eta * step.reshape(D, P).T; Sig = (1 - eta) * Sig + eta * Sn
-        if verbose:
-            print(f"it {it} |grad|/|Y| {res_m:.3g} |dSig|/|Sig| {res_S:.3g} ESS {ess:.0f}", flush=True)
-        if max(res_m, res_S) < tol: break
-    q, C, z, y, rho = per_neuron(m, Sig)
-    Big, A1, Eys = moments(C, y, rho)
-    L = T * I + N1 * (Big - np.outer(Eys, Eys)); Linv = np.linalg.inv(L)
-    dKx = sx.T @ s / M - Kx
-    dKxx = np.mean(sx ** 2, 0) - Kxx
-    EC = np.einsum("m,mab->ab", rho, C) / M
-    mean = np.zeros((len(Xt), D)); var = np.zeros(len(Xt))
-    for a in range(D):
-        # E[s* y_a] = sum_b E[C_ab s* s^T] m_b, with the control variate
-        mean[:, a] = N1 * sum(((sx * (rho * C[:, a, b])[:, None]).T @ s / M - EC[a, b] * dKx) @ m[:, b]
-                              for b in range(D))
-        ECaa_s2 = (rho * C[:, a, a]) @ sx ** 2 / M - EC[a, a] * dKxx
-        three = N1 * ECaa_s2 + N1 * (rho * y[:, a] ** 2) @ sx ** 2 / M - N1 * (mean[:, a] / N1) ** 2
-        ns = []
-        for b in range(D):
-            Wab = C[:, a, b] + y[:, a] * y[:, b]
-            EWab = np.mean(rho * Wab)
-            ns.append((sx * (rho * Wab)[:, None]).T @ s / M - EWab * dKx - np.outer(mean[:, a] / N1, Eys[b*P:(b+1)*P]))
-        ns = np.concatenate(ns, 1)
-        var += three - N1 ** 2 * np.einsum("ip,pq,iq->i", ns, Linv, ns)
-    bias = np.mean(np.sum((Yt - mean) ** 2, 1))
-    krb = np.mean(np.sum((Yt - fit.predict(Xt).mean) ** 2, 1)); kre = fit.generalization_error(Xt, Yt)
-    solve.last = (m, Sig)
-    return dict(eps_g=bias + var.mean(), bias=bias, var=var.mean(), exact=kre, exact_bias=krb, exact_var=kre - krb,
-                it=it, ess=ess, converged=max(res_m, res_S) < tol)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", help="the data sets' folder (default: the loaders' rules, RENORMPP_DATA)")
     ap.add_argument("--out", default="shared_field_theory.json")
     ap.add_argument("--neurons", type=int, default=10000, help="prior neurons reweighted (default 10000)")
+    ap.add_argument("--P", type=int, default=200, help="training examples (the sampled values are for P = 200)")
+    ap.add_argument("--widths", type=int, nargs="+", default=[400, 200, 100, 80, 65, 50],
+                    help="widths, widest first (each continues from the last converged one)")
+    ap.add_argument("--damping", type=float, default=0.6)
+    ap.add_argument("--maxiter", type=int, default=60)
+    ap.add_argument("--linear", action=argparse.BooleanOptionalAction, default=True,
+                    help="the linear closed form first (P = 200 only)")
     args = ap.parse_args()
-    d = rp.datasets.mnist(classes=(0, 1), P=200, P_test=1000, root=args.root, seed=0)
+    d = rp.datasets.mnist(classes=(0, 1), P=args.P, P_test=1000, root=args.root, seed=0)
     out = {"linear": {}, "erf": {}}
     print("linear activation, closed form, against the exact theory (exact for linear networks)")
     print("| N1 (α) | bias | exact | variance | exact | ε_g | exact |\n|---|---|---|---|---|---|---|")
-    for N1 in (400, 100, 50):
+    for N1 in ((400, 100, 50) if args.linear and args.P == 200 else ()):
         fit = rp.theory.solve(d.X, d.Y, N1=N1, T=0.01, activation="linear")
         kb = float(np.mean(np.sum((d.Y_test - fit.predict(d.X_test).mean) ** 2, 1)))
         kv = float(fit.generalization_error(d.X_test, d.Y_test)) - kb
         b, v, _, _ = linear_closed_form(d, N1)
         out["linear"][N1] = dict(bias=b, variance=v, exact_bias=kb, exact_variance=kv)
         print(f"| {N1} ({200 / N1:g}) | {b:.5f} | {kb:.5f} | {v:.5f} | {kv:.5f} | {b + v:.5f} | {kb + kv:.5f} |")
-    print("\nerf, against the exact theory and the sampled networks, continued from N1 = 400")
+    print("\nerf, against the exact theory and the sampled networks, continued from the widest width")
     rows, init = [], None
-    for N1 in (400, 200, 100, 80, 65, 50):
+    for N1 in args.widths:
         t = time.perf_counter()
-        r = solve(d, N1, init, M=args.neurons, verbose=False)
+        fit = shared_field.solve(d.X, d.Y, N1=N1, T=0.01, neurons=args.neurons, damping=args.damping,
+                                 maxiter=args.maxiter, init=init)
+        exact = float(rp.theory.solve(d.X, d.Y, N1=N1, T=0.01).generalization_error(d.X_test, d.Y_test))
+        r = dict(exact=exact, ess=fit.ess, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
+                 residual=float(np.max(fit.residuals[-1])) if fit.n_iter else float("nan"))
+        if fit.converged:
+            pred = fit.predict(d.X_test)
+            r["bias"] = float(np.mean(np.sum((d.Y_test - pred.mean) ** 2, axis=1)))
+            r["var"] = float(np.mean(pred.var.sum(axis=1)))
+            r["eps_g"] = r["bias"] + r["var"]
+            init = fit
         r["seconds"] = time.perf_counter() - t
-        init = solve.last if r["ess"] > 100 else None
-        out["erf"][N1] = {k: float(v) for k, v in r.items()}
+        out["erf"][N1] = r
         rows.append((N1, r))
+        print(f"N1 = {N1}: {fit!r}, {r['seconds']:.0f} s", flush=True)
+    P = len(d.X)
     print("| N1 (α) | ε_g (bias + variance) | exact theory | sampled network | Δ vs sampled | z | exact's Δ | ESS | "
-          "seconds |\n|---|---|---|---|---|---|---|---|---|")
+          "iterations | seconds |\n|---|---|---|---|---|---|---|---|---|---|")
     for N1, r in rows:
-        ok = r["ess"] > 100 and np.isfinite(r["eps_g"])
-        mc, err = SAMPLED.get(N1, (np.nan, np.nan))
-        value = (f"{r['eps_g']:.5f} ({r['bias']:.5f} + {r['var']:.5f})" if ok
-                 else "did not converge (the weights degenerate)")
-        cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if ok and np.isfinite(mc) else " | ")
+        mc, err = SAMPLED.get(N1, (np.nan, np.nan)) if P == 200 else (np.nan, np.nan)
+        value = (f"{r['eps_g']:.5f} ({r['bias']:.5f} + {r['var']:.5f})" if r["converged"]
+                 else f"did not converge: {r['reason'].split(':')[0]}")
+        cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if r["converged"] and np.isfinite(mc)
+               else " | ")
         exact = f"{(r['exact'] - mc) / mc:+.1%}" if np.isfinite(mc) else ""
         sampled = f"{mc:.5f} ± {err:.5f}" if np.isfinite(mc) else ""
-        print(f"| {N1} ({200 / N1:.3g}) | {value} | {r['exact']:.5f} | {sampled} | {cmp} | {exact} | {r['ess']:.0f} | "
-              f"{r['seconds']:.0f} |")
+        print(f"| {N1} ({P / N1:.3g}) | {value} | {r['exact']:.5f} | {sampled} | {cmp} | {exact} | {r['ess']:.0f} | "
+              f"{r['iterations']} | {r['seconds']:.0f} |")
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
 

@@ -62,8 +62,12 @@ The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that t
 :mod:`.adaptive`: a theory whose kernel adapts beyond the D x D rescaling (a saturating single-neuron tilt on
 Gaussian first-layer weights, moment-matched; issue 32, item 3); not yet a method of :data:`METHODS`: it does not
 converge at large alpha (benchmarks/README.md, adaptive.py).
+:mod:`.shared_field`: the shared-field theory (issue 46, item 2): one Gaussian field shared by all neurons, each
+neuron's law exact, averaged by reweighting prior neurons; the sampled network within its error bar on MNIST at
+alpha <= 1, breaks down at alpha >= 2.5 there (docs/validity.md). Not yet a method of :data:`METHODS` (it needs the
+data, not only the kernel's spectrum, and costs seconds to minutes).
 """
-from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd
+from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, shared_field
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit, solve
@@ -72,4 +76,4 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
 
 __all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvFit", "ConvergenceWarning", "Method", "Prediction", "Spectrum",
            "TheoryFit", "action", "adaptive", "applies", "conv", "corrected", "fit_or_reason", "get_method", "hidden",
-           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "solve", "why_not"]
+           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "shared_field", "solve", "why_not"]
