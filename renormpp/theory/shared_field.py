@@ -42,11 +42,12 @@ iteration are kept. It does not converge where the reweighted prior sample degen
 ``min_ess``: the tilt has moved the neurons far from the prior, MNIST at α ≥ 3 with M = 10 000) or where the
 iteration does not settle; :attr:`SharedFieldFit.reason` says which.
 
-Cost: :math:`O(M P^2 D^2)` per iteration and :math:`O((PD)^3)` for the inverse of (F2); at P = 200, D = 2 and
-M = 10 000 about 3 s per iteration on 2 cores.
+Cost: :math:`O(M P^2 D^2)` per iteration and :math:`O((PD)^3)` for the inverse of (F2); at D = 2 and M = 10 000
+about 3.5 s per iteration at P = 1000 on 2 cores (benchmarks/README.md, "shared_field_theory.py").
 
 Measured (MNIST (0, 1), P = 200, docs/validity.md, "A third theory"): within the sampled network's error bar at
-α = 0.5 and 1 (the exact theory 3% and 9% off), two thirds of the exact theory's gap at α = 2 (+19% left).
+α = 0.5 and 1 (the exact theory 3% and 9% off), two thirds of the exact theory's gap at α = 2 (+19% left); no
+convergence from α = 2.5 (P = 200) and α = 4 (P = 1000) on, where the reweighted prior neurons degenerate.
 """
 from __future__ import annotations
 
@@ -118,13 +119,13 @@ class SharedFieldFit(FitShape):
         dKxx = np.mean(sx**2, axis=0) - kernels.nngp_diag(X0, **act)
         W = C + np.einsum("ma,mb->mab", y, y)
         L = _moment(s, s, rho, W, dK).reshape(P * D, P * D)
-        Eys = np.einsum("m,ma,mp->ap", rho, y, s).reshape(-1) / M  # E[y (x) s]
+        Eys = ((rho[:, None] * y).T @ s).reshape(-1) / M  # E[y (x) s]
         L = self.T * np.eye(P * D) + N1 * (L - np.outer(Eys, Eys))
         Ey_sx = np.einsum("apbq,qb->pa", _moment(sx, s, rho, C, dKx), self.m)  # E[s* y_a] = E[C_ab s* s] m_b
         mean = N1 * Ey_sx
-        EC_s2 = (np.einsum("m,mab,mp->pab", rho, C, sx**2)
-                 - np.einsum("m,mab->ab", rho, C)[None] * dKxx[:, None, None]) / M
-        Eyy_s2 = np.einsum("m,ma,mb,mp->pab", rho, y, y, sx**2) / M
+        rC, ryy = ((rho[:, None, None] * X).reshape(M, D * D) for X in (C, W - C))  # rho C, rho y y^T
+        EC_s2 = ((sx**2).T @ rC - rC.sum(axis=0)[None] * dKxx[:, None]).reshape(-1, D, D) / M
+        Eyy_s2 = ((sx**2).T @ ryy).reshape(-1, D, D) / M
         n = _moment(sx, s, rho, W, dKx) - np.einsum("pa,bq->apbq", Ey_sx, Eys.reshape(D, P))  # (D, P0, D, P)
         n = np.moveaxis(n, 1, 0).reshape(len(X0), D, P * D)  # (P0, a, (b, mu))
         Linv_n = np.linalg.solve(L, n.reshape(-1, P * D).T).T.reshape(n.shape)
@@ -137,8 +138,10 @@ def _per_neuron(s, m, Sigma, c):
     """(C, y, rho) of the M neurons with features ``s`` (M, P): C = (c + q)^-1 (M, D, D), y = C z (M, D) and the
     normalized (F1) weights rho (mean 1)."""
     D, P = m.shape[1], m.shape[0]
-    Sig4 = Sigma.reshape(D, P, D, P)
-    q = np.einsum("mp,apbq,mq->mab", s, Sig4, s, optimize=True)
+    q = np.empty((len(s), D, D))
+    for a in range(D):  # matrix products (an einsum over the three took 20x longer at P = 1000)
+        for b in range(a, D):
+            q[:, a, b] = q[:, b, a] = np.sum((s @ Sigma[a * P:(a + 1) * P, b * P:(b + 1) * P]) * s, axis=1)
     C = np.linalg.inv(c * np.eye(D) + q)
     z = s @ m
     y = np.einsum("mab,mb->ma", C, z)
