@@ -29,6 +29,9 @@ check of (F1)-(F3)) and the tables against the sampled networks.
 
 Run: ``python benchmarks/shared_field_theory.py`` (MNIST (0, 1), P = 200; about 6 minutes on 2 cores). Prints the
 tables of benchmarks/README.md, "shared_field_theory.py". ``--P 1000 --widths 1000 500`` times it at the paper's size.
+``--sampled FOLDER ...`` compares it instead with the points of ``renormpp run`` folders, on their own data (the
+validity map's linear-teacher points where the exact theory holds: issue 46, item 3); ``--seeds K`` solves each width
+with K samples of prior neurons and reports their spread (the theory's own Monte Carlo error).
 """
 from __future__ import annotations
 
@@ -95,6 +98,60 @@ def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
     return bias, var.mean(), it, res
 
 
+def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01):
+    """The shared field at ``widths`` (widest first, each continued from the last converged one; with ``seeds`` > 1
+    each seed's own continuation) against the exact theory and ``sampled`` ({N1: (eps_g, error)}): (rows, table)."""
+    P = len(d.X)
+    runs = {}
+    for seed in range(seeds):
+        init = None
+        for N1 in widths:
+            t = time.perf_counter()
+            fit = shared_field.solve(d.X, d.Y, N1=N1, T=T, neurons=neurons, damping=damping, maxiter=maxiter,
+                                     init=init, seed=seed)
+            r = dict(ess=fit.ess, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
+                     residual=float(np.max(fit.residuals[-1])) if fit.n_iter else float("nan"))
+            if fit.converged:
+                pred = fit.predict(d.X_test)
+                r["bias"] = float(np.mean(np.sum((d.Y_test - pred.mean) ** 2, axis=1)))
+                r["var"] = float(np.mean(pred.var.sum(axis=1)))
+                r["eps_g"] = r["bias"] + r["var"]
+                init = fit
+            r["seconds"] = time.perf_counter() - t
+            runs.setdefault(N1, []).append(r)
+            print(f"N1 = {N1}, seed {seed}: {fit!r}, {r['seconds']:.0f} s", flush=True)
+    rows = []
+    lines = ["| N1 (α) | ε_g (bias + variance) | spread over seeds | exact theory | sampled network | Δ vs sampled | z | "
+             "exact's Δ | exact's z | ESS | iterations | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for N1 in widths:
+        rs = runs[N1]
+        exact = float(rp.theory.solve(d.X, d.Y, N1=N1, T=T).generalization_error(d.X_test, d.Y_test))
+        r = dict(rs[0], exact=exact, seeds=[x.get("eps_g") for x in rs])
+        mc, err = sampled.get(N1, (np.nan, np.nan))
+        ok = all(x["converged"] for x in rs)
+        spread = float(np.std([x["eps_g"] for x in rs], ddof=1)) if ok and len(rs) > 1 else np.nan
+        r.update(sampled=mc, sampled_error=err, spread=spread)
+        rows.append((N1, r))
+        value = (f"{r['eps_g']:.5f} ({r['bias']:.5f} + {r['var']:.5f})" if r["converged"]
+                 else f"did not converge: {r['reason'].split(':')[0]}")
+        cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if r["converged"] and np.isfinite(mc)
+               else " | ")
+        ecmp = f"{(exact - mc) / mc:+.1%} | {(exact - mc) / err:+.1f}" if np.isfinite(mc) else " | "
+        lines.append(f"| {N1} ({P / N1:.3g}) | {value} | {spread:.5f} | {exact:.5f} | "
+                     f"{f'{mc:.5f} ± {err:.5f}' if np.isfinite(mc) else ''} | {cmp} | {ecmp} | {r['ess']:.0f} | "
+                     f"{r['iterations']} | {r['seconds']:.0f} |")
+    return rows, "\n".join(lines)
+
+
+def sampled_points(folder):
+    """A ``renormpp run`` folder's data and its sampled eps_g per width: (data, {N1: (mean, error)})."""
+    from renormpp.experiments.report import load_sweep
+
+    sweep = load_sweep(folder)
+    return sweep.data, {int(ds.attrs["N1"]): (float(ds.sel(quantity="eps_g").mc_mean),
+                                              float(ds.sel(quantity="eps_g").mc_error)) for ds in sweep.pooled}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", help="the data sets' folder (default: the loaders' rules, RENORMPP_DATA)")
@@ -107,7 +164,21 @@ def main():
     ap.add_argument("--maxiter", type=int, default=60)
     ap.add_argument("--linear", action=argparse.BooleanOptionalAction, default=True,
                     help="the linear closed form first (P = 200 only)")
+    ap.add_argument("--sampled", nargs="+", metavar="FOLDER",
+                    help="renormpp run folders: compare with their points on their own data instead of MNIST")
+    ap.add_argument("--seeds", type=int, default=1, help="samples of prior neurons per width (their spread)")
     args = ap.parse_args()
+    if args.sampled:
+        out = {}
+        for folder in args.sampled:
+            d, sampled = sampled_points(folder)
+            rows, table = erf_table(d, sorted(sampled, reverse=True), sampled, neurons=args.neurons,
+                                    damping=args.damping, maxiter=args.maxiter, seeds=args.seeds)
+            print(f"\n{folder}: P = {len(d.X)}, N0 = {d.X.shape[1]}\n{table}", flush=True)
+            out[str(folder)] = {N1: r for N1, r in rows}
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.out}")
+        return
     d = rp.datasets.mnist(classes=(0, 1), P=args.P, P_test=1000, root=args.root, seed=0)
     out = {"linear": {}, "erf": {}}
     print("linear activation, closed form, against the exact theory (exact for linear networks)")
@@ -120,37 +191,11 @@ def main():
         out["linear"][N1] = dict(bias=b, variance=v, exact_bias=kb, exact_variance=kv)
         print(f"| {N1} ({200 / N1:g}) | {b:.5f} | {kb:.5f} | {v:.5f} | {kv:.5f} | {b + v:.5f} | {kb + kv:.5f} |")
     print("\nerf, against the exact theory and the sampled networks, continued from the widest width")
-    rows, init = [], None
-    for N1 in args.widths:
-        t = time.perf_counter()
-        fit = shared_field.solve(d.X, d.Y, N1=N1, T=0.01, neurons=args.neurons, damping=args.damping,
-                                 maxiter=args.maxiter, init=init)
-        exact = float(rp.theory.solve(d.X, d.Y, N1=N1, T=0.01).generalization_error(d.X_test, d.Y_test))
-        r = dict(exact=exact, ess=fit.ess, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
-                 residual=float(np.max(fit.residuals[-1])) if fit.n_iter else float("nan"))
-        if fit.converged:
-            pred = fit.predict(d.X_test)
-            r["bias"] = float(np.mean(np.sum((d.Y_test - pred.mean) ** 2, axis=1)))
-            r["var"] = float(np.mean(pred.var.sum(axis=1)))
-            r["eps_g"] = r["bias"] + r["var"]
-            init = fit
-        r["seconds"] = time.perf_counter() - t
-        out["erf"][N1] = r
-        rows.append((N1, r))
-        print(f"N1 = {N1}: {fit!r}, {r['seconds']:.0f} s", flush=True)
-    P = len(d.X)
-    print("| N1 (α) | ε_g (bias + variance) | exact theory | sampled network | Δ vs sampled | z | exact's Δ | ESS | "
-          "iterations | seconds |\n|---|---|---|---|---|---|---|---|---|---|")
-    for N1, r in rows:
-        mc, err = SAMPLED.get(N1, (np.nan, np.nan)) if P == 200 else (np.nan, np.nan)
-        value = (f"{r['eps_g']:.5f} ({r['bias']:.5f} + {r['var']:.5f})" if r["converged"]
-                 else f"did not converge: {r['reason'].split(':')[0]}")
-        cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if r["converged"] and np.isfinite(mc)
-               else " | ")
-        exact = f"{(r['exact'] - mc) / mc:+.1%}" if np.isfinite(mc) else ""
-        sampled = f"{mc:.5f} ± {err:.5f}" if np.isfinite(mc) else ""
-        print(f"| {N1} ({P / N1:.3g}) | {value} | {r['exact']:.5f} | {sampled} | {cmp} | {exact} | {r['ess']:.0f} | "
-              f"{r['iterations']} | {r['seconds']:.0f} |")
+    sampled = SAMPLED if len(d.X) == 200 else {}
+    rows, table = erf_table(d, args.widths, sampled, neurons=args.neurons, damping=args.damping,
+                            maxiter=args.maxiter, seeds=args.seeds)
+    out["erf"] = {N1: r for N1, r in rows}
+    print(table)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
 

@@ -112,3 +112,30 @@ def test_against_sampled_networks_at_two_widths():
     for N1, s, e, sh, ex in rows:
         assert abs(ex - s) > 20 * e  # the exact theory is resolved off: the test can tell the two apart
         assert abs(sh - s) < 0.2 * abs(ex - s), (N1, s, sh, ex)
+
+
+def test_the_benchmark_table_is_the_solves_and_their_spread_over_neuron_seeds():
+    """benchmarks/shared_field_theory.py's table (issue 46, item 3): each width's eps_g is that of an independent
+    solve at seed 0 continued from the wider width, its spread the standard deviation over the seeds' own solves, and
+    Delta and z are against the sampled values given."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "shared_field_theory", Path(__file__).resolve().parents[1] / "benchmarks" / "shared_field_theory.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    X, Y, X0, Y0 = _data()
+    from types import SimpleNamespace
+
+    d = SimpleNamespace(X=X, Y=Y, X_test=X0, Y_test=Y0)
+    rows, table = bench.erf_table(d, [32, 16], {16: (0.5, 0.01)}, neurons=4000, maxiter=200, seeds=2, T=0.05)
+    eps = {}
+    for seed in (0, 1):
+        wide = sf.solve(X, Y, N1=32, T=0.05, neurons=4000, maxiter=200, seed=seed)
+        eps[seed] = sf.solve(X, Y, N1=16, T=0.05, neurons=4000, maxiter=200, init=wide).generalization_error(X0, Y0)
+    r = dict(rows)[16]
+    assert r["converged"] and r["eps_g"] == pytest.approx(eps[0], rel=1e-9)
+    assert r["spread"] == pytest.approx(np.std([eps[0], eps[1]], ddof=1), rel=1e-6) and r["spread"] > 0
+    line = next(line for line in table.splitlines() if line.startswith("| 16 "))
+    assert f"{(eps[0] - 0.5) / 0.5:+.1%} | {(eps[0] - 0.5) / 0.01:+.1f}" in line

@@ -59,3 +59,18 @@ def test_heavy_groups_come_first_in_the_order_of_the_list(request):
     ranks = [conftest._rank(_group_of(item)) for item in request.session.items]
     assert ranks == sorted(ranks)
     assert conftest._rank("test_paper.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)
+
+
+def test_the_session_compiles_cheaply_and_blas_does_not_spin_beside_the_other_worker():
+    """conftest's environment reaches this worker: XLA's cheaper compilation, and one OpenBLAS thread in the NumPy
+    that is loaded (set after NumPy's import it would be ignored: threadpoolctl reads the library's own count)."""
+    import os
+
+    import numpy as np
+
+    assert conftest.TEST_XLA_FLAGS in os.environ["XLA_FLAGS"] or "xla_backend_optimization_level" in os.environ[
+        "XLA_FLAGS"]
+    import threadpoolctl  # a dependency of renormpp
+    np.ones((64, 64)) @ np.ones((64, 64))
+    blas = [p for p in threadpoolctl.threadpool_info() if p["internal_api"] == "openblas"]
+    assert blas and all(p["num_threads"] == 1 for p in blas), blas
