@@ -2,6 +2,8 @@
 exactly (the control variate makes the Monte Carlo exact there), for a linear network it is the exact theory (exact
 for linear networks), its iterations and their residuals, "did not converge" where the reweighted neurons degenerate,
 bad input, and one slow check against sampled networks at two widths."""
+import re
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,11 @@ def test_degenerate_neuron_weights_say_did_not_converge():
     X, Y, X0, Y0 = _data(scale=4.0)
     fit = sf.solve(X, Y * 3, N1=1, T=0.01, neurons=300, min_ess=150)
     assert not fit.converged and "degenerate" in fit.reason and fit.ess < 150
+    # the reason says how far the heaviest neuron's log-weight lies above the median's: M / ESS = M sum w^2 / (sum
+    # w)^2 <= M w_max / sum w <= 2 w_max / w_median (half the weights are at least the median), so at least
+    # log(M / ESS) - log 2
+    tail = float(re.search(r"log-weight lies ([0-9.]+) above the median", fit.reason)[1])
+    assert tail >= np.log(300 / fit.ess) - np.log(2) - 0.05
     assert "did not converge" in repr(fit)
     with pytest.raises(RuntimeError, match="did not converge"):
         fit.generalization_error(X0, Y0)

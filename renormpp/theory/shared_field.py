@@ -110,7 +110,7 @@ class SharedFieldFit(FitShape):
             raise RuntimeError(f"this fit did not converge ({self.reason}); its predictions would mean nothing. "
                                "Continue from a converged neighbour (init=) or raise neurons")
         X0 = self._test_inputs(X0)
-        s, C, y, rho = self._law()
+        s, C, y, rho, _ = self._law()
         M, P, D, N1 = len(rho), self.P, self.D, self.N1
         act = dict(lambda0=self.lambda0, activation=self.activation)
         dK = s.T @ s / M - kernels.nngp(self.X, **act)
@@ -135,8 +135,8 @@ class SharedFieldFit(FitShape):
 
 
 def _per_neuron(s, m, Sigma, c):
-    """(C, y, rho) of the M neurons with features ``s`` (M, P): C = (c + q)^-1 (M, D, D), y = C z (M, D) and the
-    normalized (F1) weights rho (mean 1)."""
+    """(C, y, rho, tail) of the M neurons with features ``s`` (M, P): C = (c + q)^-1 (M, D, D), y = C z (M, D), the
+    normalized (F1) weights rho (mean 1) and how far the largest log-weight lies above their median."""
     D, P = m.shape[1], m.shape[0]
     q = np.empty((len(s), D, D))
     for a in range(D):  # matrix products (an einsum over the three took 20x longer at P = 1000)
@@ -147,7 +147,7 @@ def _per_neuron(s, m, Sigma, c):
     y = np.einsum("mab,mb->ma", C, z)
     log_rho = -0.5 * np.linalg.slogdet(np.eye(D) + q / c)[1] + 0.5 * np.einsum("ma,ma->m", z, y)
     rho = np.exp(log_rho - log_rho.max())
-    return C, y, rho / rho.mean()
+    return C, y, rho / rho.mean(), float(log_rho.max() - np.median(log_rho))
 
 
 def _moment(s1, s2, rho, W, dK):
@@ -197,12 +197,13 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
     residuals, reason, ess = [], "", float(M)
     for _ in range(maxiter):
-        C, y, rho = _per_neuron(s, m, Sigma, c)
+        C, y, rho, tail = _per_neuron(s, m, Sigma, c)
         ess = float(M / np.mean(rho**2))
         if ess < min_ess:
             reason = (f"the reweighted prior neurons degenerate (effective sample size {ess:.0f} < min_ess = "
-                      f"{min_ess:g}): the tilt of (F1) has moved the neurons far from the prior; continue from a "
-                      "converged neighbouring width (init=) or raise neurons")
+                      f"{min_ess:g}): the tilt of (F1) has moved the neurons far from the prior (the largest "
+                      f"log-weight lies {tail:.1f} above the median: more neurons help only where that is a few "
+                      "units); continue from a converged neighbouring width (init=) or raise neurons")
             break
         W = C + np.einsum("ma,mb->mab", y, y)
         Sigma_new = np.linalg.inv(T * eye + N1 * _moment(s, s, rho, W, dK).reshape(P * D, P * D))
