@@ -21,8 +21,9 @@ L = E[((c+q)⁻¹ + yyᵀ) ⊗ ssᵀ] - E[y ⊗ s]E[y ⊗ s]ᵀ,
 n_a,b = E[(c+q)⁻¹_ab s* s] + E[y_a y_b s* s] - E[s* y_a]E[y_b s].
 For a linear activation (Gaussian s, q concentrated) (F1)-(F3) are solved in closed form (`linear_closed_form`) and
 reproduce the exact theory, which is exact for linear networks. For erf the expectations over (F1) reweight a fixed
-sample of prior neurons (importance sampling, with the exact NNGP kernel as control variate; the effective sample size
-is reported), and (F2) is iterated with damping, continued in α from the widest network.
+sample of neurons drawn from a Gaussian proposal fitted to (F1) (importance sampling, with the exact NNGP kernel as
+control variate; the effective sample size and the weights' Pareto k are reported; ``--proposal prior`` reweights
+prior neurons, the first version), and (F2) is iterated (Anderson mixing), continued in α from the widest network.
 
 The erf solve is :func:`renormpp.theory.shared_field.solve`; this script adds the linear closed form (an independent
 check of (F1)-(F3)) and the tables against the sampled networks.
@@ -98,7 +99,7 @@ def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
     return bias, var.mean(), it, res
 
 
-def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01):
+def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01, proposal="fitted"):
     """The shared field at ``widths`` (widest first, each continued from the last converged one; with ``seeds`` > 1
     each seed's own continuation) against the exact theory and ``sampled`` ({N1: (eps_g, error)}): (rows, table)."""
     P = len(d.X)
@@ -108,8 +109,8 @@ def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, see
         for N1 in widths:
             t = time.perf_counter()
             fit = shared_field.solve(d.X, d.Y, N1=N1, T=T, neurons=neurons, damping=damping, maxiter=maxiter,
-                                     init=init, seed=seed)
-            r = dict(ess=fit.ess, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
+                                     init=init, seed=seed, proposal=proposal)
+            r = dict(ess=fit.ess, pareto_k=fit.pareto_k, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
                      residual=float(np.max(fit.residuals[-1])) if fit.n_iter else float("nan"))
             if fit.converged:
                 pred = fit.predict(d.X_test)
@@ -122,7 +123,8 @@ def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, see
             print(f"N1 = {N1}, seed {seed}: {fit!r}, {r['seconds']:.0f} s", flush=True)
     rows = []
     lines = ["| N1 (α) | ε_g (bias + variance) | spread over seeds | exact theory | sampled network | Δ vs sampled | z | "
-             "exact's Δ | exact's z | ESS | iterations | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "exact's Δ | exact's z | ESS | Pareto k | iterations | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for N1 in widths:
         rs = runs[N1]
         exact = float(rp.theory.solve(d.X, d.Y, N1=N1, T=T).generalization_error(d.X_test, d.Y_test))
@@ -137,9 +139,9 @@ def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, see
         cmp = (f"{(r['eps_g'] - mc) / mc:+.1%} | {(r['eps_g'] - mc) / err:+.1f}" if r["converged"] and np.isfinite(mc)
                else " | ")
         ecmp = f"{(exact - mc) / mc:+.1%} | {(exact - mc) / err:+.1f}" if np.isfinite(mc) else " | "
-        lines.append(f"| {N1} ({P / N1:.3g}) | {value} | {spread:.5f} | {exact:.5f} | "
+        lines.append(f"| {N1} ({P / N1:.3g}) | {value} | {f'{spread:.5f}' if np.isfinite(spread) else '–'} | {exact:.5f} | "
                      f"{f'{mc:.5f} ± {err:.5f}' if np.isfinite(mc) else ''} | {cmp} | {ecmp} | {r['ess']:.0f} | "
-                     f"{r['iterations']} | {r['seconds']:.0f} |")
+                     f"{r['pareto_k']:.2f} | {r['iterations']} | {r['seconds']:.0f} |")
     return rows, "\n".join(lines)
 
 
@@ -161,19 +163,22 @@ def main():
     ap.add_argument("--widths", type=int, nargs="+", default=[400, 200, 100, 80, 65, 50],
                     help="widths, widest first (each continues from the last converged one)")
     ap.add_argument("--damping", type=float, default=0.6)
-    ap.add_argument("--maxiter", type=int, default=60)
+    ap.add_argument("--maxiter", type=int, default=150)
     ap.add_argument("--linear", action=argparse.BooleanOptionalAction, default=True,
                     help="the linear closed form first (P = 200 only)")
     ap.add_argument("--sampled", nargs="+", metavar="FOLDER",
                     help="renormpp run folders: compare with their points on their own data instead of MNIST")
-    ap.add_argument("--seeds", type=int, default=1, help="samples of prior neurons per width (their spread)")
+    ap.add_argument("--seeds", type=int, default=1, help="samples of neurons per width (their spread)")
+    ap.add_argument("--proposal", choices=("fitted", "prior"), default="fitted",
+                    help="the neurons' law: fitted to the tilt (default) or the prior alone (the first version)")
     args = ap.parse_args()
     if args.sampled:
         out = {}
         for folder in args.sampled:
             d, sampled = sampled_points(folder)
             rows, table = erf_table(d, sorted(sampled, reverse=True), sampled, neurons=args.neurons,
-                                    damping=args.damping, maxiter=args.maxiter, seeds=args.seeds)
+                                    damping=args.damping, maxiter=args.maxiter, seeds=args.seeds,
+                                    proposal=args.proposal)
             print(f"\n{folder}: P = {len(d.X)}, N0 = {d.X.shape[1]}\n{table}", flush=True)
             out[str(folder)] = {N1: r for N1, r in rows}
         Path(args.out).write_text(json.dumps(out, indent=1))
@@ -193,7 +198,7 @@ def main():
     print("\nerf, against the exact theory and the sampled networks, continued from the widest width")
     sampled = SAMPLED if len(d.X) == 200 else {}
     rows, table = erf_table(d, args.widths, sampled, neurons=args.neurons, damping=args.damping,
-                            maxiter=args.maxiter, seeds=args.seeds)
+                            maxiter=args.maxiter, seeds=args.seeds, proposal=args.proposal)
     out["erf"] = {N1: r for N1, r in rows}
     print(table)
     Path(args.out).write_text(json.dumps(out, indent=1))

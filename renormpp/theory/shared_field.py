@@ -33,21 +33,37 @@ and, from :math:`-\partial_j^2\log Z` with a source j at :math:`x_*` (the respon
 For a linear activation (Gaussian s, q at its mean) (F1)-(F3) reproduce the exact theory, which is exact for linear
 networks (checked in closed form by ``benchmarks/shared_field_theory.py``: 0.05-1% at MNIST P = 200).
 
-**How it is computed.** The averages over (F1) reweight a fixed sample of M prior neurons (importance sampling, the
-weights :math:`\rho \propto` the tilt of (F1)), with the exact NNGP kernel as control variate
-(:math:`E[\rho\,W\,ss^\top] \approx \overline{\rho W ss^\top} - \overline{\rho W}\,(\overline{ss^\top} - K)`),
-so that at infinite width (ρ = 1) the theory is the NNGP posterior exactly, for any M. (F2) is iterated with
-damping from the exact theory's field (or from a neighbouring width's fit: continuation in α); the residuals of every
-iteration are kept. It does not converge where the reweighted prior sample degenerates (effective sample size below
-``min_ess``: the tilt has moved the neurons far from the prior, MNIST at α ≥ 3 with M = 10 000) or where the
-iteration does not settle; :attr:`SharedFieldFit.reason` says which.
+**How it is computed.** The averages over (F1) reweight a fixed sample of M neurons (importance sampling, the
+weights :math:`\rho \propto` the tilt of (F1) times prior over proposal), with the exact NNGP kernel as control
+variate (:math:`E[\rho\,W\,ss^\top] \approx \overline{\rho W ss^\top} - \overline{\rho W}\,(\overline{\rho_0 ss^\top}
+- K)`, :math:`\rho_0` = prior over proposal), so that at infinite width (ρ = ρ0) the theory is the NNGP posterior
+exactly, for any M. The neurons are drawn from a Gaussian **proposal**: the prior, except in a few directions of
+weight space (:func:`proposal_basis`: the spike's gradients :math:`X^\top m_a` and the top principal directions of X),
+where its mean and covariance are fitted to the weighted neurons (tempered: the tilt raised to the largest power
+β ≤ 1 at which the weights are good, then again, until β = 1). The prior alone is no proposal where the tilt is
+strong: a Gaussian tilt :math:`e^{r x^2/2}` of a unit Gaussian gives weights of infinite variance from r = 1/2 on,
+and at the linear teacher (N0/P = 1, α = 0.5) r ≈ 0.57 along the teacher, where 100 000 prior neurons have an
+effective sample size of 1; the fitted proposal has 8 000 of 10 000 there. The weights are judged by their effective
+sample size and their **Pareto k** (:func:`pareto_k`, the shape of their upper tail: above 0.7 their averages do not
+hold, whatever the effective sample size says; on the small network of the slow test, prior reweighting at α = 2 had
+k = 0.94 and an ε_g 10% above the fitted proposal's, with an effective sample size of 20%).
+
+The solve runs in **rounds**: the proposal fitted at the current field, then (F2) iterated on these fixed neurons
+(Anderson mixing of the damped steps, :class:`_Anderson`: the damped iteration alone creeps or diverges at α ≥ 1)
+until the residuals fall below ``tol``; where the settled field's weights have k > 0.7, or the neurons degenerate on
+the way, a new round fits the proposal at the new field (at most four). It starts from the exact theory's field (or
+from a neighbouring width's fit: continuation in α, with its neurons and proposal); the residuals of every iteration
+are kept. It does not converge where the weights stay unreliable (k > 0.7), degenerate (effective sample size below
+``min_ess``) or the iteration does not settle; :attr:`SharedFieldFit.reason` says which.
 
 Cost: :math:`O(M P^2 D^2)` per iteration and :math:`O((PD)^3)` for the inverse of (F2); at D = 2 and M = 10 000
 about 3.5 s per iteration at P = 1000 on 2 cores (benchmarks/README.md, "shared_field_theory.py").
 
-Measured (MNIST (0, 1), P = 200, docs/validity.md, "A third theory"): within the sampled network's error bar at
-α = 0.5 and 1 (the exact theory 3% and 9% off), two thirds of the exact theory's gap at α = 2 (+19% left); no
-convergence from α = 2.5 (P = 200) and α = 4 (P = 1000) on, where the reweighted prior neurons degenerate.
+Measured (docs/validity.md, "A third theory"): on MNIST (0, 1), P = 200, within the sampled network's error bar at
+α = 0.5 and 1 (the exact theory 3% and 9% off), +17% to +19% at α = 2 (the exact theory +55%); no convergence from
+α = 2.5 on (P = 200), where no Gaussian proposal reaches the law (Pareto k 0.9 to 2.8). Where
+the exact theory holds (the linear teacher, N0/P = 1 and 4) it lies below the sampled network, −1% to −2.5% at
+α = 0.5 and −4% to −11% at α = 1, and does not converge at α = 2: worse than the exact theory there.
 """
 from __future__ import annotations
 
@@ -81,10 +97,16 @@ class SharedFieldFit(FitShape):
     Sigma: np.ndarray
     residuals: np.ndarray
     ess: float
+    pareto_k: float
     converged: bool
     reason: str
-    weights: np.ndarray = field(repr=False)  # the M prior neurons (M, N0)
+    proposal: "Proposal" = field(repr=False)  # the law the M neurons are drawn from, and their noise
     seed: int = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The M neurons' weights (M, N0)."""
+        return self.proposal.draw(self.lambda0)[0]
 
     @property
     def D(self) -> int:
@@ -97,12 +119,16 @@ class SharedFieldFit(FitShape):
     def __repr__(self) -> str:
         state = "converged" if self.converged else f"did not converge: {self.reason}"
         return (f"SharedFieldFit(N1={self.N1:g}, alpha={self.alpha:.3g}, D={self.D}, {state}, "
-                f"{self.n_iter} iterations, ESS {self.ess:.0f} of {len(self.weights)})")
+                f"{self.n_iter} iterations, ESS {self.ess:.0f} of {len(self.proposal.noise)}, Pareto k "
+                f"{self.pareto_k:.2f})")
 
     def _law(self):
-        """The M prior neurons' features, their (F1) weights and the per-neuron D x D terms at this fit's field."""
-        s = features(self.weights, self.X, self.activation).T
-        return (s, *_per_neuron(s, self.m, self.Sigma, self.lambda1 * self.N1))
+        """The M neurons' weights and features, their normalized prior-over-proposal weights rho0, the per-neuron
+        D x D terms C and y at this fit's field and their (F1) weights rho."""
+        w, log_ratio = self.proposal.draw(self.lambda0)
+        s = features(w, self.X, self.activation).T
+        C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, self.lambda1 * self.N1)
+        return w, s, _normalized(log_ratio)[0], C, y, _normalized(log_tilt + log_ratio)[0]
 
     def predict(self, X0) -> Prediction:
         """Mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of ``X0``, (F3)."""
@@ -110,13 +136,13 @@ class SharedFieldFit(FitShape):
             raise RuntimeError(f"this fit did not converge ({self.reason}); its predictions would mean nothing. "
                                "Continue from a converged neighbour (init=) or raise neurons")
         X0 = self._test_inputs(X0)
-        s, C, y, rho, _ = self._law()
+        w, s, rho0, C, y, rho = self._law()
         M, P, D, N1 = len(rho), self.P, self.D, self.N1
         act = dict(lambda0=self.lambda0, activation=self.activation)
-        dK = s.T @ s / M - kernels.nngp(self.X, **act)
-        sx = features(self.weights, X0, self.activation).T
-        dKx = sx.T @ s / M - kernels.nngp(X0, self.X, **act)
-        dKxx = np.mean(sx**2, axis=0) - kernels.nngp_diag(X0, **act)
+        dK = _control(s, s, rho0, kernels.nngp(self.X, **act))
+        sx = features(w, X0, self.activation).T
+        dKx = _control(sx, s, rho0, kernels.nngp(X0, self.X, **act))
+        dKxx = rho0 @ sx**2 / M - kernels.nngp_diag(X0, **act)
         W = C + np.einsum("ma,mb->mab", y, y)
         L = _moment(s, s, rho, W, dK).reshape(P * D, P * D)
         Eys = ((rho[:, None] * y).T @ s).reshape(-1) / M  # E[y (x) s]
@@ -134,9 +160,18 @@ class SharedFieldFit(FitShape):
         return Prediction(mean=mean, cov=0.5 * (cov + np.swapaxes(cov, 1, 2)))
 
 
+#: the most fits of the proposal per round (each a tempering step: the tilt's power beta rises until 1), and the
+#: most rounds (a fit at the current field, then the field iterated on the fitted neurons until it settles)
+_FITS, _ROUNDS = 20, 4
+#: Pareto k of the importance weights down to which the proposal is fitted, and above which the averages are
+#: unreliable (Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 25, 72 (2024): k < 0.7 for a usable estimate): a field
+#: that settles with k above it starts a new round
+_K_FIT, _K_BAD = 0.5, 0.7
+
+
 def _per_neuron(s, m, Sigma, c):
-    """(C, y, rho, tail) of the M neurons with features ``s`` (M, P): C = (c + q)^-1 (M, D, D), y = C z (M, D), the
-    normalized (F1) weights rho (mean 1) and how far the largest log-weight lies above their median."""
+    """(C, y, log_tilt) of the M neurons with features ``s`` (M, P): C = (c + q)^-1 (M, D, D), y = C z (M, D) and the
+    log of (F1)'s tilt, -1/2 logdet(1 + q/c) + 1/2 z^T C z."""
     D, P = m.shape[1], m.shape[0]
     q = np.empty((len(s), D, D))
     for a in range(D):  # matrix products (an einsum over the three took 20x longer at P = 1000)
@@ -145,14 +180,94 @@ def _per_neuron(s, m, Sigma, c):
     C = np.linalg.inv(c * np.eye(D) + q)
     z = s @ m
     y = np.einsum("mab,mb->ma", C, z)
-    log_rho = -0.5 * np.linalg.slogdet(np.eye(D) + q / c)[1] + 0.5 * np.einsum("ma,ma->m", z, y)
-    rho = np.exp(log_rho - log_rho.max())
-    return C, y, rho / rho.mean(), float(log_rho.max() - np.median(log_rho))
+    return C, y, -0.5 * np.linalg.slogdet(np.eye(D) + q / c)[1] + 0.5 * np.einsum("ma,ma->m", z, y)
+
+
+def _normalized(log_w):
+    """Weights of mean 1 from their logs, and how far the largest log lies above the median."""
+    rho = np.exp(log_w - log_w.max())
+    return rho / rho.mean(), float(log_w.max() - np.median(log_w))
+
+
+def _ess(log_w) -> float:
+    rho = np.exp(log_w - log_w.max())
+    return float(rho.sum() ** 2 / np.sum(rho**2))
+
+
+def pareto_k(log_w) -> float:
+    """The Pareto k of importance weights from their logs (ArviZ's Pareto-smoothed importance sampling): the shape of
+    their upper tail; weights of tail exp(r x^2 / 2) on a unit Gaussian x have k = r, and variance from k = 1/2 on."""
+    from arviz_stats.base import array_stats
+
+    return float(array_stats.psislw(-np.asarray(log_w, dtype=float), 1.0)[1])
+
+
+def _control(s1, s2, rho0, K):
+    """The control variate: the weighted sample's estimate of the NNGP kernel, :math:`\\overline{\\rho_0 s_1 s_2^\\top}`,
+    minus the exact one ``K``."""
+    return (s1 * rho0[:, None]).T @ s2 / len(rho0) - K
+
+
+def proposal_basis(X, m, pcs: int = 10) -> np.ndarray:
+    """Orthonormal directions of weight space (N0, k) where the proposal departs from the prior: :math:`X^\\top m_a`
+    (the gradient of the spike z = m^T s at small preactivations, up to a factor) and the top ``pcs`` principal
+    directions of X. The tilt of (F1) depends on w only through Xw, so nothing outside X's row space moves."""
+    _, _, Vt = np.linalg.svd(X, full_matrices=False)
+    U, _ = np.linalg.qr(np.concatenate([X.T @ m, Vt[:pcs].T], axis=1))
+    return U
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A Gaussian law of the M neurons: the prior N(0, 1/lambda0) outside the directions ``basis`` (N0, k), there
+    mean ``mean`` (k,) and covariance chol chol^T; the neurons are the fixed standard normals ``noise`` (M, N0)
+    mapped through it (a new proposal moves them continuously)."""
+
+    noise: np.ndarray
+    basis: np.ndarray
+    mean: np.ndarray
+    chol: np.ndarray
+
+    @classmethod
+    def prior(cls, noise, basis, lambda0):
+        k = basis.shape[1]
+        return cls(noise, basis, np.zeros(k), np.eye(k) / np.sqrt(lambda0))
+
+    def draw(self, lambda0):
+        """The neurons' weights (M, N0) and the log of prior over proposal at each."""
+        eta = self.noise @ self.basis
+        u = self.mean + eta @ self.chol.T
+        w = self.noise / np.sqrt(lambda0) + (u - eta / np.sqrt(lambda0)) @ self.basis.T
+        white = np.linalg.solve(self.chol, (u - self.mean).T)
+        log_ratio = (-0.5 * lambda0 * np.sum(u * u, axis=1) + 0.5 * np.sum(white**2, axis=0)
+                     + np.sum(np.log(np.abs(np.diag(self.chol)))) + 0.5 * len(self.mean) * np.log(lambda0))
+        return w, log_ratio
+
+    def fitted(self, w, log_tilt, log_ratio, target: float) -> tuple["Proposal", float]:
+        """The proposal with mean and covariance (in ``basis``) of the neurons ``w`` weighted by the tilt raised to
+        the largest power beta <= 1 at which their weights are good: an effective sample size of at least
+        ``target`` and a Pareto k of at most 0.5 (finite variance); and beta."""
+        def good(beta):
+            log_w = beta * log_tilt + log_ratio
+            return _ess(log_w) >= target and pareto_k(log_w) <= _K_FIT
+
+        beta = 1.0
+        if not good(beta):
+            lo, hi = 0.0, 1.0
+            for _ in range(30):
+                beta = 0.5 * (lo + hi)
+                lo, hi = (beta, hi) if good(beta) else (lo, beta)
+            beta = lo
+        rho, _ = _normalized(beta * log_tilt + log_ratio)
+        u = w @ self.basis
+        mean = rho @ u / len(rho)
+        cov = ((u - mean) * rho[:, None]).T @ (u - mean) / len(rho)
+        return Proposal(self.noise, self.basis, mean, np.linalg.cholesky(0.5 * (cov + cov.T))), beta
 
 
 def _moment(s1, s2, rho, W, dK):
-    r""":math:`E[W_{ab}\, s_1 s_2^\top]` over (F1), (D, P1, D, P2), with the control variate ``dK`` (the prior
-    sample's :math:`\overline{s_1 s_2^\top}` minus the exact NNGP kernel)."""
+    r""":math:`E[W_{ab}\, s_1 s_2^\top]` over (F1), (D, P1, D, P2), with the control variate ``dK``
+    (:func:`_control`)."""
     M, D = len(rho), W.shape[1]
     out = np.empty((D, s1.shape[1], D, s2.shape[1]))
     for a in range(D):
@@ -162,67 +277,162 @@ def _moment(s1, s2, rho, W, dK):
     return out
 
 
+class _Anderson:
+    """Anderson mixing of the fixed-point iteration (m, Sigma) -> (m', Sigma') of (F2) (Walker & Ni, SIAM J. Numer.
+    Anal. 49, 1715 (2011)): the step mixes the last ``memory`` iterates' steps to cancel the residual in their span,
+    ``damping`` of the new step taken; ``memory`` 0 is plain damping. The damped iteration alone converges slowly
+    where its map has eigenvalues both near 1 and below -1 (the linear teacher at alpha = 1: a contraction of 0.92
+    per iteration at damping 0.3, divergence at 0.6). A step whose Sigma is not positive definite, or whose residual
+    grew tenfold over the best, is replaced by the damped one and the memory cleared."""
+
+    def __init__(self, damping: float, memory: int):
+        self.damping, self.memory = damping, memory
+        self.dx, self.df, self.last, self.best, self.scale = [], [], None, np.inf, None
+
+    def reset(self):
+        self.dx, self.df, self.last = [], [], None
+
+    def step(self, m, m_new, Sigma, Sigma_new):
+        shape = m.shape
+        if self.scale is None:
+            self.scale = (np.linalg.norm(m), np.linalg.norm(Sigma))
+        x = np.concatenate([m.ravel() / self.scale[0], Sigma.ravel() / self.scale[1]])
+        f = np.concatenate([m_new.ravel() / self.scale[0], Sigma_new.ravel() / self.scale[1]]) - x
+        norm = np.linalg.norm(f)
+        if norm > 10 * self.best:
+            self.dx, self.df = [], []
+        self.best = min(self.best, norm)
+        if self.last is not None and self.memory:
+            self.dx.append(x - self.last[0])
+            self.df.append(f - self.last[1])
+            self.dx, self.df = self.dx[-self.memory:], self.df[-self.memory:]
+        self.last = (x, f)
+        step = self.damping * f
+        if self.df:
+            dF = np.stack(self.df, axis=1)
+            gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
+            step = step - (np.stack(self.dx, axis=1) + self.damping * dF) @ gamma
+        new = x + step
+        n = m.size
+        m_out, S_out = new[:n].reshape(shape) * self.scale[0], new[n:].reshape(Sigma.shape) * self.scale[1]
+        S_out = 0.5 * (S_out + S_out.T)
+        if self.df:
+            try:
+                np.linalg.cholesky(S_out)
+            except np.linalg.LinAlgError:  # extrapolated out of the positive definite cone: the damped step
+                self.dx, self.df, self.last = [], [], None
+                return m + self.damping * (m_new - m), Sigma + self.damping * (Sigma_new - Sigma)
+        return m_out, S_out
+
+
 def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1.0, activation: str = "erf",
           neurons: int = 10_000, damping: float = 0.6, maxiter: int = 40, tol: float = 1e-5, min_ess: float = 100.0,
-          init: SharedFieldFit | None = None, seed: int = 0) -> SharedFieldFit:
-    """Solve (F2) for the shared field: damped fixed-point iterations (``damping`` of each step taken; Newton steps
-    on m diverge), from the exact theory's field or from ``init`` (a fit at a neighbouring width: continuation in
-    alpha, with its prior neurons), averages over (F1) from ``neurons`` prior neurons drawn with ``seed``. Converged
-    where both residuals fall below ``tol``; it stops early, with ``converged`` False and the ``reason``, where the
-    effective sample size falls below ``min_ess`` or a number stops being finite."""
+          proposal: str = "fitted", accelerate: bool = True, memory: int = 5, init: SharedFieldFit | None = None,
+          seed: int = 0) -> SharedFieldFit:
+    """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
+    ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
+    ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
+    (F1) from ``neurons`` neurons drawn with ``seed`` from a Gaussian proposal, ``"fitted"`` to the tilted law (in
+    rounds, see the module's docstring) or the ``"prior"`` alone; ``maxiter`` iterations in all rounds together.
+    Converged where both residuals fall below ``tol`` with reliable weights (Pareto k at most 0.7); otherwise
+    ``converged`` is False and the ``reason`` says why: the weights' tail, an effective sample size below
+    ``min_ess``, residuals that did not settle, or a number that stopped being finite."""
     X, Y = data_pair(X, Y)
     N1, T = positive("N1", N1, "the hidden width"), positive("T", T, "the temperature")
     lambda1, lambda0 = positive("lambda1", lambda1), positive("lambda0", lambda0)
     neurons, maxiter = positive_int("neurons", neurons), positive_int("maxiter", maxiter)
     if not 0 < damping <= 1:
         raise ValueError(f"damping must be in (0, 1] (the share of each fixed-point step taken); got {damping}")
+    if isinstance(memory, bool) or int(memory) != memory or memory < 0:
+        raise ValueError(f"memory must be a whole number of past steps, 0 or more (0: damping alone); got {memory!r}")
+    if proposal not in ("fitted", "prior"):
+        raise ValueError(f"proposal must be 'fitted' (the neurons' law fitted to the tilt) or 'prior'; got "
+                         f"{proposal!r}")
     activation = get_activation(activation).name
     P, D = Y.shape
     c = lambda1 * N1
     if init is not None:
         if init.X.shape != X.shape or not np.array_equal(init.X, X):
             raise ValueError("init is a fit on other training inputs; continue from a fit on the same X")
-        m, Sigma, weights, seed = init.m.copy(), init.Sigma.copy(), init.weights, init.seed  # its neurons
+        m, Sigma, law, seed = init.m.copy(), init.Sigma.copy(), init.proposal, init.seed  # its neurons
     else:
-        rng = np.random.default_rng(seed)
-        weights = rng.standard_normal((neurons, X.shape[1])) / np.sqrt(lambda0)
         A0 = T * np.eye(P * D) + np.kron(np.atleast_2d(solve_exact(X, Y, N1=N1, T=T, lambda1=lambda1,
                                                                    lambda0=lambda0, activation=activation).Q),
                                          kernels.nngp(X, lambda0=lambda0, activation=activation)) / lambda1
         Sigma = np.linalg.inv(A0)
         m = np.linalg.solve(A0, Y.T.reshape(-1)).reshape(D, P).T
-    s = features(weights, X, activation).T
-    M = len(s)
-    dK = s.T @ s / M - kernels.nngp(X, lambda0=lambda0, activation=activation)
+        noise = np.random.default_rng(seed).standard_normal((neurons, X.shape[1]))
+        law = Proposal.prior(noise, proposal_basis(X, m), lambda0)
+    K = kernels.nngp(X, lambda0=lambda0, activation=activation)
+    M = len(law.noise)
+
+    def neurons_of(law):
+        w, log_ratio = law.draw(lambda0)
+        s = features(w, X, activation).T
+        return w, s, log_ratio, _control(s, s, _normalized(log_ratio)[0], K)
+
+    def fit_law(law, m, Sigma):
+        """The proposal fitted to (F1) at the field (m, Sigma), tempered, until the weights are good or stop
+        improving; with its neurons."""
+        w, s, log_ratio, dK = neurons_of(law)
+        log_tilt = _per_neuron(s, m, Sigma, c)[2]
+        k_hat = pareto_k(log_tilt + log_ratio)
+        for _ in range(_FITS if proposal == "fitted" else 0):
+            if _ess(log_tilt + log_ratio) >= M / 2 and k_hat <= _K_FIT:
+                break
+            new, beta = law.fitted(w, log_tilt, log_ratio, M / 2)
+            w_new, s_new, ratio_new, dK_new = neurons_of(new)
+            tilt_new = _per_neuron(s_new, m, Sigma, c)[2]
+            k_new = pareto_k(tilt_new + ratio_new)
+            if beta == 1.0 and k_new >= k_hat - 0.01:  # the whole tilt, and no better: keep the last proposal
+                break
+            law, w, s, log_ratio, dK, log_tilt, k_hat = new, w_new, s_new, ratio_new, dK_new, tilt_new, k_new
+        return law, s, log_ratio, dK
+
     eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
-    residuals, reason, ess = [], "", float(M)
-    for _ in range(maxiter):
-        C, y, rho, tail = _per_neuron(s, m, Sigma, c)
-        ess = float(M / np.mean(rho**2))
-        if ess < min_ess:
-            reason = (f"the reweighted prior neurons degenerate (effective sample size {ess:.0f} < min_ess = "
-                      f"{min_ess:g}): the tilt of (F1) has moved the neurons far from the prior (the largest "
-                      f"log-weight lies {tail:.1f} above the median: more neurons help only where that is a few "
-                      "units); continue from a converged neighbouring width (init=) or raise neurons")
+    residuals, reason, ess, k_hat = [], "", float(M), 0.0
+    mixer = _Anderson(damping, int(memory) if accelerate else 0)
+    budget = maxiter
+    for round_ in range(_ROUNDS if proposal == "fitted" else 1):
+        # a round: the neurons' proposal fitted at the current field, then the field iterated on these neurons
+        law, s, log_ratio, dK = fit_law(law, m, Sigma)
+        mixer.reset()
+        reason, settled = "", False
+        while budget > 0:
+            budget -= 1
+            C, y, log_tilt = _per_neuron(s, m, Sigma, c)
+            ess, k_hat = _ess(log_tilt + log_ratio), pareto_k(log_tilt + log_ratio)
+            rho, tail = _normalized(log_tilt + log_ratio)
+            if ess < min_ess:
+                reason = (f"the reweighted neurons degenerate (effective sample size {ess:.0f} < min_ess = "
+                          f"{min_ess:g}): the tilt of (F1) has moved the neurons far from their proposal (the largest "
+                          f"log-weight lies {tail:.1f} above the median: more neurons help only where that is a few "
+                          "units); continue from a converged neighbouring width (init=) or raise neurons")
+                break
+            W = C + np.einsum("ma,mb->mab", y, y)
+            Sigma_new = np.linalg.inv(T * eye + N1 * _moment(s, s, rho, W, dK).reshape(P * D, P * D))
+            Sigma_new = 0.5 * (Sigma_new + Sigma_new.T)
+            A1 = T * eye + N1 * _moment(s, s, rho, C, dK).reshape(P * D, P * D)
+            m_vec = m.T.reshape(-1)
+            res = (np.linalg.norm(A1 @ m_vec - y_vec) / np.linalg.norm(y_vec),
+                   np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
+            if not np.all(np.isfinite(res)):
+                reason = "the iteration produced a number that is not finite"
+                break
+            residuals.append(res)
+            if max(res) < tol:
+                settled = True
+                break
+            m, Sigma = mixer.step(m, np.linalg.solve(A1, y_vec).reshape(D, P).T, Sigma, Sigma_new)
+        else:
+            reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} did not fall below tol = {tol:g} "
+                      f"in {maxiter} iterations; raise maxiter or lower damping")
+        if reason.startswith(("the iteration", "the residuals")) or (settled and k_hat <= _K_BAD):
             break
-        W = C + np.einsum("ma,mb->mab", y, y)
-        Sigma_new = np.linalg.inv(T * eye + N1 * _moment(s, s, rho, W, dK).reshape(P * D, P * D))
-        Sigma_new = 0.5 * (Sigma_new + Sigma_new.T)
-        A1 = T * eye + N1 * _moment(s, s, rho, C, dK).reshape(P * D, P * D)
-        m_vec = m.T.reshape(-1)
-        res = (np.linalg.norm(A1 @ m_vec - y_vec) / np.linalg.norm(y_vec),
-               np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
-        if not np.all(np.isfinite(res)):
-            reason = "the iteration produced a number that is not finite"
-            break
-        residuals.append(res)
-        if max(res) < tol:
-            break
-        m = m - damping * (m_vec - np.linalg.solve(A1, y_vec)).reshape(D, P).T
-        Sigma = (1 - damping) * Sigma + damping * Sigma_new
-    else:
-        reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} did not fall below tol = {tol:g} in "
-                  f"{maxiter} iterations; raise maxiter or lower damping")
+    if not reason and k_hat > _K_BAD:
+        reason = (f"the importance weights of the neurons are unreliable (Pareto k = {k_hat:.2f} > {_K_BAD:g}: their "
+                  "tail is too heavy for their averages to hold, whatever the effective sample size of "
+                  f"{ess:.0f} says); raise neurons" + (", or use proposal='fitted'" if proposal == "prior" else ""))
     return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
-                          Sigma=Sigma, residuals=np.asarray(residuals).reshape(-1, 2), ess=ess,
-                          converged=not reason, reason=reason, weights=weights, seed=seed)
+                          Sigma=Sigma, residuals=np.asarray(residuals).reshape(-1, 2), ess=ess, pareto_k=k_hat,
+                          converged=not reason, reason=reason, proposal=law, seed=seed)
