@@ -60,6 +60,8 @@ def test_degenerate_neuron_weights_say_did_not_converge():
     tail = float(re.search(r"log-weight lies ([0-9.]+) above the median", fit.reason)[1])
     assert tail >= np.log(300 / fit.ess) - np.log(2) - 0.05
     assert "did not converge" in repr(fit)
+    once = sf.solve(X, Y * 3, N1=1, T=0.01, neurons=300, min_ess=150, maxiter=1)  # no iteration left for a new round
+    assert not once.converged and "degenerate" in once.reason and once.n_iter == 0
     with pytest.raises(RuntimeError, match="did not converge"):
         fit.generalization_error(X0, Y0)
 

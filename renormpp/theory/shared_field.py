@@ -395,6 +395,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     budget = maxiter
     for round_ in range(_ROUNDS if proposal == "fitted" else 1):
         # a round: the neurons' proposal fitted at the current field, then the field iterated on these neurons
+        if budget == 0:  # no iteration left: the last round's reason stands
+            break
         law, s, log_ratio, dK = fit_law(law, m, Sigma)
         mixer.reset()
         reason, settled = "", False
