@@ -105,11 +105,9 @@ def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, see
     P = len(d.X)
     runs = {}
     for seed in range(seeds):
-        init = None
-        for N1 in widths:
-            t = time.perf_counter()
-            fit = shared_field.solve(d.X, d.Y, N1=N1, T=T, neurons=neurons, damping=damping, maxiter=maxiter,
-                                     init=init, seed=seed, proposal=proposal)
+        t = time.perf_counter()
+        for N1, fit in shared_field.continued(d.X, d.Y, widths, T=T, neurons=neurons, damping=damping,
+                                              maxiter=maxiter, seed=seed, proposal=proposal):
             r = dict(ess=fit.ess, pareto_k=fit.pareto_k, iterations=fit.n_iter, converged=fit.converged, reason=fit.reason,
                      residual=float(np.max(fit.residuals[-1])) if fit.n_iter else float("nan"))
             if fit.converged:
@@ -117,8 +115,8 @@ def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, see
                 r["bias"] = float(np.mean(np.sum((d.Y_test - pred.mean) ** 2, axis=1)))
                 r["var"] = float(np.mean(pred.var.sum(axis=1)))
                 r["eps_g"] = r["bias"] + r["var"]
-                init = fit
             r["seconds"] = time.perf_counter() - t
+            t = time.perf_counter()
             runs.setdefault(N1, []).append(r)
             print(f"N1 = {N1}, seed {seed}: {fit!r}, {r['seconds']:.0f} s", flush=True)
     rows = []

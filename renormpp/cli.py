@@ -94,8 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     vmap.add_argument("--series", nargs="+", help="sample only these series (their names: --print-config)")
     vmap.add_argument("--report-only", action="store_true", help="sample nothing: write the tables and figures "
                                                                  "from the points finished so far")
-    vmap.add_argument("--skip-adaptive", action="store_true", help="with --report-only: leave out the adaptive theory "
-                                                                   "where it is not solved yet (minutes a point)")
+    vmap.add_argument("--skip-beyond", "--skip-adaptive", action="store_true", dest="skip_beyond",
+                      help="with --report-only: leave out the adaptive and the shared-field theories where they are "
+                           "not solved yet (minutes a point)")
     vmap.add_argument("--print-config", action="store_true", help="print the map's renormpp run configs and exit")
     for p in (run, demo, paper, vmap):
         if p is run:
@@ -143,7 +144,7 @@ def _validity_map(args) -> int:
             print(f"# ---- series {name}: renormpp run config\n{dumps(cfg)}", end="")
         return 0
     if args.report_only:
-        folder = validity.write(out, args.size, adaptive=not args.skip_adaptive)
+        folder = validity.write(out, args.size, beyond=not args.skip_beyond)
     else:
         folder = validity.run(args.size, out, executor=args.executor, workers=args.workers, address=args.address,
                               progress=False if args.no_progress else None, only=args.series)

@@ -83,7 +83,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     out = tmp_path / "map"
     assert main(["validity-map", "--size", "smoke", "--out", str(out), "--no-progress"]) == 0
     assert "# The validity map (smoke size)" in capsys.readouterr().out
-    for f in ("validity.md", "validity.csv", "map_linear_erf.png", "adaptive.json"):
+    for f in ("validity.md", "validity.csv", "map_linear_erf.png", "adaptive.json", "shared_field.json"):
         assert (out / f).stat().st_size > 0, f
     t = pd.read_csv(out / "validity.csv")
     assert len(t) == 3 * len(validity.THEORIES)  # eps_g and the two diagonal overlaps, every theory
@@ -92,6 +92,8 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     data, N1 = sweep.data, cfg["model"]["N1"][0]
     exact = rp.theory.solve(data.X, data.Y, N1=N1, T=0.01)
     adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, maxiter=validity.ADAPTIVE_MAXITER)
+    shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.SHARED_FIELD_MAXITER,
+                                          neurons=validity.GRIDS["smoke"].neurons)
     eps = t[t.quantity == "eps_g"].set_index("theory")
     np.testing.assert_allclose(eps.loc["exact", "prediction"], exact.generalization_error(data.X_test, data.Y_test),
                                rtol=1e-8)
@@ -101,6 +103,8 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     ov = t[t.quantity == "overlap[1,1]"].set_index("theory")
     np.testing.assert_allclose(ov.loc["exact", "prediction"], exact.readout_overlap[1, 1], rtol=1e-8)
     np.testing.assert_allclose(ov.loc["adaptive", "prediction"], adaptive.readout_overlap[1, 1], rtol=1e-8)
+    # the linear teacher at alpha = 2: the shared field does not converge there (docs/validity.md), nor in the map
+    assert not shared.converged and np.isnan(eps.loc["shared_field", "prediction"])
     mc = float(sweep.pooled[0].mc_mean.sel(quantity="eps_g"))
     np.testing.assert_allclose(eps.mc_mean, mc)
     np.testing.assert_allclose(eps.delta, (mc - eps.prediction) / eps.prediction.abs())
@@ -110,6 +114,28 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     before = result.stat().st_mtime_ns
     validity.run("smoke", out, progress=False)
     assert result.stat().st_mtime_ns == before
+
+
+def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation():
+    """A series' shared-field rows (validity._solve_beyond) are the solves at its widths, widest first, each from the
+    last converged one, recomputed here by hand; a ReLU network gets the reason and no number."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    X, X0 = rng.normal(size=(16, 5)), rng.normal(size=(25, 5))
+    W = rng.normal(size=(5, 2))
+    data = SimpleNamespace(X=X, Y=np.tanh(X @ W), X_test=X0, Y_test=np.tanh(X0 @ W))
+    model = {"N1": [16, 32], "T": 0.05, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
+    rows = validity._solve_beyond("shared_field", data, model, model["N1"], 4000)
+    kw = dict(T=0.05, maxiter=validity.SHARED_FIELD_MAXITER, neurons=4000)
+    wide = rp.theory.shared_field.solve(X, data.Y, N1=32, **kw)
+    narrow = rp.theory.shared_field.solve(X, data.Y, N1=16, init=wide, **kw)
+    for N1, fit in ((32, wide), (16, narrow)):
+        assert fit.converged and rows[N1]["converged"]
+        assert rows[N1]["eps_g"] == pytest.approx(fit.generalization_error(X0, data.Y_test), rel=1e-10)
+        np.testing.assert_allclose(rows[N1]["overlap"], np.diag(fit.readout_overlap), rtol=1e-10)
+    relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], 4000)
+    assert "eps_g" not in relu[16] and "odd activations only" in relu[16]["reason"]
 
 
 def test_the_plots_draw_every_cell_and_series():

@@ -2,8 +2,9 @@ r"""The validity map (``renormpp validity-map``): where each theory holds within
 
 Every point is a finite network sampled from the exact posterior by ``renormpp run`` (resumable: stop the command
 and run it again; each series is a sweep in ``OUT/runs/SERIES``), compared with every theory method of
-:data:`renormpp.theory.METHODS` and with the adaptive-kernel theory :func:`renormpp.theory.adaptive.solve` (erf
-networks), and judged by the hidden-kernel diagnosis (:mod:`renormpp.diagnostics.kernel`). Two families of series:
+:data:`renormpp.theory.METHODS` and with the theories beyond kernel renormalization (:data:`BEYOND`: the
+adaptive-kernel theory :func:`renormpp.theory.adaptive.solve` and the shared-field theory
+:func:`renormpp.theory.shared_field.solve`, erf networks), and judged by the hidden-kernel diagnosis (:mod:`renormpp.diagnostics.kernel`). Two families of series:
 
 * **the map**: synthetic data, P fixed, a grid of loads :math:`\alpha = P/N_1` times input dimensions :math:`N_0/P`
   (small :math:`N_0/P`: few directions, which a finite network can learn), linear and one-hidden-layer erf teachers,
@@ -42,11 +43,17 @@ from .store import write_atomic
 SIZES = ("full", "quick", "smoke")
 #: the tolerances of the statement "holds within x%"
 TOLERANCES = (0.01, 0.05)
-#: the theories compared at every point: the methods of renormpp.theory.METHODS that the report shows, then the
-#: adaptive-kernel theory (erf networks only)
-THEORIES = ("exact", "corrected", "infinite_width", "adaptive")
+#: the theories beyond kernel-shape renormalization, solved at each point from its data (seconds to minutes each, odd
+#: activations): the adaptive-kernel theory (renormpp.theory.adaptive) and the shared-field theory
+#: (renormpp.theory.shared_field). Not methods of renormpp.theory.METHODS, whose solves see only the kernel's
+#: eigenbasis and take milliseconds at every point of every report.
+BEYOND = ("adaptive", "shared_field")
+#: the theories compared at every point: the methods of renormpp.theory.METHODS that the report shows, then BEYOND
+THEORIES = ("exact", "corrected", "infinite_width", *BEYOND)
 #: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all: issue 32)
 ADAPTIVE_MAXITER = 60
+#: iterations of the shared-field theory per point (it converges in 7-60 where it converges: issue 46)
+SHARED_FIELD_MAXITER = 150
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,9 @@ class Size:
     max_seconds: float | None
     target: float | None
     P_test: int = 500
+    #: the shared-field theory's neurons (10 000 left the linear teacher at N0/P = 0.1, alpha = 2 unsettled with
+    #: Pareto k 0.74; 40 000 converge there, k 0.57)
+    neurons: int = 40_000
     #: real-data series: ``{name: (data table, P, N1 list, max_seconds, target)}``
     real: dict = field(default_factory=dict)
 
@@ -82,10 +92,10 @@ GRIDS = {
     # 2 x 2 grid, erf and ReLU on a linear teacher, P = 40, short runs (about two minutes on 2 cores): the shape of
     # the result, with wide error bars
     "quick": Size(P=40, alphas=(1, 4), ratios=(0.25, 2.0), teachers=("linear",), activations=("erf", "relu"),
-                  num_samples=300, max_seconds=None, target=None),
+                  num_samples=300, max_seconds=None, target=None, neurons=10_000),
     # the pipeline end to end in seconds (the tests): the numbers mean nothing
     "smoke": Size(P=24, alphas=(2,), ratios=(1.0,), teachers=("linear",), activations=("erf",), num_samples=40,
-                  max_seconds=None, target=None, P_test=40),
+                  max_seconds=None, target=None, P_test=40, neurons=2_000),
 }
 
 
@@ -177,28 +187,48 @@ def judge(delta: float, sigma: float, reliable: bool, tol: float) -> str:
     return "undecided"
 
 
-def _adaptive(data, model: dict, N1: int, cache: dict, key: str, path: Path, compute: bool = True) -> dict:
-    """eps_g and the diagonal overlaps of the adaptive-kernel theory at one point, cached in ``cache[key]`` and saved
-    to ``path`` at once (20-40 damped iterations: seconds at P = 200, minutes at P = 1000)."""
-    if key in cache:
-        return cache[key]
-    if not compute:
-        return {"reason": "not computed yet (the map's tables were written without the adaptive theory)"}
-    from ..theory import adaptive
+def _row(fit, data, reason: str) -> dict:
+    if not fit.converged:
+        return {"converged": False, "reason": reason}
+    return {"eps_g": float(fit.generalization_error(data.X_test, data.Y_test)),
+            "overlap": [float(x) for x in np.diag(fit.readout_overlap)], "converged": True, "reason": ""}
+
+
+def _solve_beyond(theory: str, data, model: dict, widths, neurons: int) -> dict:
+    """``{N1: row}``, eps_g and the diagonal overlaps of a theory of :data:`BEYOND` at ``widths``: the adaptive theory
+    solves each width alone; the shared-field theory solves them widest first, each continued from the last converged
+    (:func:`renormpp.theory.shared_field.continued`: from the exact theory's field it degenerates where continuation
+    converges; ``neurons`` of :func:`~renormpp.theory.shared_field.solve`). ``widths`` are a series' planned widths,
+    so a point's row does not depend on which points were solved before it."""
+    from ..theory import adaptive, shared_field
 
     if model["activation"] not in ("erf", "tanh", "linear"):
-        row = {"reason": f"the adaptive theory covers odd activations only (not {model['activation']})"}
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a non-converging iteration warns as it goes: its verdict says so
-            fit = adaptive.solve(data.X, data.Y, N1, model["T"], model["lambda0"], model["lambda1"],
-                                 model["activation"], maxiter=ADAPTIVE_MAXITER)
-        row = {"eps_g": float(fit.generalization_error(data.X_test, data.Y_test)),
-               "overlap": [float(x) for x in np.diag(fit.readout_overlap)], "converged": bool(fit.converged),
-               "reason": "" if fit.converged else f"did not converge (relative change {fit.change:.2g})"}
-    cache[key] = row
-    write_atomic(path, json.dumps(cache, indent=1))
-    return row
+        return {N1: {"reason": f"the {theory.replace('_', '-')} theory is checked for odd activations only (not "
+                               f"{model['activation']})"} for N1 in widths}
+    args = dict(T=model["T"], lambda0=model["lambda0"], lambda1=model["lambda1"], activation=model["activation"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a non-converging iteration warns as it goes: its verdict says so
+        if theory == "adaptive":
+            fits = {N1: adaptive.solve(data.X, data.Y, N1, maxiter=ADAPTIVE_MAXITER, **args) for N1 in widths}
+            return {N1: _row(f, data, f"did not converge (relative change {f.change:.2g})") for N1, f in fits.items()}
+        return {N1: _row(f, data, f"did not converge: {f.reason}")
+                for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=SHARED_FIELD_MAXITER,
+                                                     neurons=neurons, **args)}
+
+
+def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, path: Path, neurons: int,
+            compute: bool = True) -> dict:
+    """The row of :func:`_solve_beyond` at width ``N1`` of ``series``, kept in ``cache`` and saved to ``path`` at once
+    (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together."""
+    key = f"{series}/N1={N1}"
+    if key not in cache:
+        if not compute:
+            return {"reason": f"not computed yet (the map's tables were written without the {theory} theory)"}
+        widths = model["N1"] if theory == "shared_field" else [N1]
+        rows = _solve_beyond(theory, data, model, widths, neurons)
+        cache.update({f"{series}/N1={n}": row for n, row in rows.items()})
+        write_atomic(path, json.dumps(cache, indent=1))
+    return cache[key]
 
 
 def _kernel(folders) -> dict:
@@ -214,26 +244,26 @@ def _kernel(folders) -> dict:
     return {}
 
 
-def table(out, size: str = "full", adaptive: bool = True) -> "pd.DataFrame":
+def table(out, size: str = "full", beyond: bool = True) -> "pd.DataFrame":
     """One row per finished point, theory and quantity (``eps_g`` and the diagonal overlaps ``overlap[a,a]``) of
     the map in ``out``: MC mean and error, the prediction, Delta = (MC - theory)/theory, z, whether the error bar
     holds, the verdicts at 1% and 5% (:func:`judge`), the point's hidden-kernel diagnosis and where it lies
-    (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out. The adaptive theory
-    is solved once per point and kept in ``out/adaptive.json`` (seconds to minutes a point); ``adaptive=False``
-    uses only what is kept there."""
+    (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out. The theories of
+    :data:`BEYOND` are solved once per point and kept in ``out/<theory>.json`` (seconds to minutes a point);
+    ``beyond=False`` uses only what is kept there."""
     import pandas as pd
 
     out = Path(out)
-    cache_path = out / "adaptive.json"
-    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    paths = {th: out / f"{th}.json" for th in BEYOND}
+    caches = {th: json.loads(p.read_text()) if p.exists() else {} for th, p in paths.items()}
     rows = []
     with threadpool_limits(limits=1, user_api="blas"):  # many BLAS threads on busy cores: up to 80x slower
         for name, cfg in configs(size, out).items():
-            rows += _rows(name, cfg, cache, cache_path, adaptive)
+            rows += _rows(name, cfg, caches, paths, beyond, _grid(size).neurons)
     return pd.DataFrame(rows)
 
 
-def _rows(name: str, cfg: dict, cache: dict, cache_path: Path, adaptive: bool) -> list[dict]:
+def _rows(name: str, cfg: dict, caches: dict, paths: dict, beyond: bool, neurons: int) -> list[dict]:
     """The rows of one series (none where it has not started)."""
     folder = Path(cfg["run"]["out"])
     if not (folder / "config.toml").exists() or not any((folder / "points").glob("*/result.json")):
@@ -252,16 +282,17 @@ def _rows(name: str, cfg: dict, cache: dict, cache_path: Path, adaptive: bool) -
         N1 = int(ds.attrs["N1"])
         point = dict(where, N1=N1, alpha=where["P"] / N1, ratio=where["N0"] / where["P"], draws=int(ds.attrs["draws"]),
                      **_kernel(f for r, f in sweep.done if r.get("N1") == N1))
-        ad = _adaptive(sweep.data, model, N1, cache, f"{name}/N1={N1}", cache_path, adaptive)
+        solved = {th: _beyond(th, sweep.data, model, N1, caches[th], name, paths[th], neurons, beyond)
+                  for th in BEYOND}
         for q in [str(x) for x in ds.quantity.values]:
             diagonal = q.startswith("overlap[") and q[8] == q[10]
             if q != "eps_g" and not diagonal:
                 continue
             e = ds.sel(quantity=q)
             mc, err, reliable = float(e.mc_mean), float(e.mc_error), bool(e.reliable)
-            preds = {th: float(e.prediction.sel(theory=th)) for th in THEORIES[:-1]}
-            preds["adaptive"] = (np.nan if not ad.get("converged") else
-                                 ad["eps_g"] if q == "eps_g" else ad["overlap"][int(q[8])])
+            preds = {th: float(e.prediction.sel(theory=th)) for th in THEORIES if th not in BEYOND}
+            preds.update({th: np.nan if not r.get("converged") else r["eps_g"] if q == "eps_g" else
+                          r["overlap"][int(q[8])] for th, r in solved.items()})
             for th, pred in preds.items():
                 with np.errstate(divide="ignore", invalid="ignore"):
                     delta, sigma = (mc - pred) / abs(pred), err / abs(pred)
@@ -336,15 +367,16 @@ def markdown(t, size: str, expected: int) -> str:
              "time), compared on the generalization error ε_g with each theory: Δ = (MC − theory)/theory. "
              "A theory **holds within x%** where |Δ| ≤ x% with an error bar that holds and is at most x%/2; it "
              "**fails** where |Δ| − 2σ > x%. Marks: ✓✓ within 1%, ✓ within 5%, ✓? within 5% (1% undecided), "
-             "✗ fails at 5%, ? undecided; – the theory does not apply (the 1/N1 correction and the adaptive theory "
-             "for ReLU), did not converge or was not computed yet (the adaptive theory).", "",
+             "✗ fails at 5%, ? undecided; – the theory does not apply (the 1/N1 correction, the adaptive and the "
+             "shared-field theories for ReLU), did not converge or was not computed yet (the adaptive and the "
+             "shared-field theories).", "",
              "## Where each theory holds (ε_g)", "", *statement(t), "",
              markdown_table(holds_table(t)), ""]
     syn = eps[eps.family == "synthetic"]
     for (teacher, act), g in syn.groupby(["teacher", "activation"], sort=False):
         alphas = sorted(g.alpha.unique())
         lines += [f"## {teacher} teacher, {act} network, P = {g.P.iloc[0]}", "",
-                  "Each cell: exact / corrected / infinite width / adaptive, Δ on ε_g; K: the hidden-kernel "
+                  "Each cell: exact / corrected / infinite width / adaptive / shared field, Δ on ε_g; K: the hidden-kernel "
                   "diagnosis (holds: the posterior kernel is the theory's within errors; r1: its weight along K's "
                   "top eigenvector, measured / exact theory).", "",
                   "| N0/P | " + " | ".join(f"α = {a:g}" for a in alphas) + " |",
@@ -367,8 +399,8 @@ def markdown(t, size: str, expected: int) -> str:
     real = eps[eps.family == "real"]
     if not real.empty:
         lines += ["## Real data: MNIST (0, 1) and randomly projected MNIST", "",
-                  "| series | N1 | α | MC ε_g | exact | corrected | infinite width | adaptive | hidden kernel | "
-                  "ε_g with the measured K_post (oracle) |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| series | N1 | α | MC ε_g | exact | corrected | infinite width | adaptive | shared field | "
+                  "hidden kernel | ε_g with the measured K_post (oracle) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for (s, n), c in real.groupby(["series", "N1"], sort=False):
             c = c.set_index("theory")
             k = c.iloc[0]
@@ -386,15 +418,15 @@ def _map_name(teacher: str, activation: str) -> str:
     return f"map_{teacher}_{activation}.png"
 
 
-def write(out, size: str = "full", t=None, adaptive: bool = True) -> Path:
-    """validity.csv, validity.md and the figures in ``out`` from the points sampled so far (``adaptive``: solve the
-    adaptive theory where it is not kept yet, :func:`table`); returns ``out``."""
+def write(out, size: str = "full", t=None, beyond: bool = True) -> Path:
+    """validity.csv, validity.md and the figures in ``out`` from the points sampled so far (``beyond``: solve the
+    theories of :data:`BEYOND` where they are not kept yet, :func:`table`); returns ``out``."""
     import matplotlib.pyplot as plt
 
     from .. import plots
 
     out = Path(out)
-    t = table(out, size, adaptive) if t is None else t
+    t = table(out, size, beyond) if t is None else t
     if t.empty:
         raise runner.SweepError(f"no point of the validity map in {out} has finished: nothing to write")
     write_atomic(out / "validity.csv", t.to_csv(index=False))
@@ -407,7 +439,7 @@ def write(out, size: str = "full", t=None, adaptive: bool = True) -> Path:
         fig.savefig(out / _map_name(teacher, act), dpi=110)
         plt.close(fig)
     if (t.family == "real").any():
-        fig = plots.discrepancy_vs_N1(t[t.family == "real"], theories=("exact", "corrected", "adaptive"))
+        fig = plots.discrepancy_vs_N1(t[t.family == "real"], theories=("exact", "corrected", *BEYOND))
         fig.savefig(out / "discrepancy.png", dpi=110)
         plt.close(fig)
     return out

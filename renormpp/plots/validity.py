@@ -8,7 +8,8 @@ import numpy as np
 from ._common import HOLLOW, POINTS, _plt
 
 
-def validity_map(table, theories=("exact", "corrected", "infinite_width", "adaptive"), title: str = ""):
+def validity_map(table, theories=("exact", "corrected", "infinite_width", "adaptive", "shared_field"),
+                 title: str = ""):
     r"""One heatmap per theory over :math:`\alpha = P/N_1` (columns) and :math:`N_0/P` (rows) of one teacher and
     network of the validity map (:mod:`renormpp.experiments.validity`): the colour is the relative deviation
     :math:`\Delta = (\epsilon_{g,\rm MC} - \epsilon_{g,\rm th})/\epsilon_{g,\rm th}`, clipped at ±20%; the text is
@@ -44,18 +45,19 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
     return fig
 
 
-def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive")):
+def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared_field")):
     r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
     \epsilon_{g,\rm th}|/\epsilon_{g,\rm th}` against :math:`N_1`, one colour per series (e.g. randomly projected
     MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory (as in
-    :data:`renormpp.theory.METHODS`; the adaptive theory dashed), error bars from the sampled mean's error; points
+    :data:`renormpp.theory.METHODS`; the adaptive theory dashed, the shared-field theory dash-dotted), error bars from the sampled mean's error; points
     whose error bar does not hold (``reliable`` False: a run too short or not settled) hollow.
 
     ``table``: rows of :func:`renormpp.experiments.validity.table`."""
     plt = _plt()
     eps = table[(table.quantity == "eps_g") & table.theory.isin(theories)]
-    styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2))}
-    markers = {"exact": "o", "corrected": "s", "infinite_width": "^", "adaptive": "D"}
+    styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2)),
+              "shared_field": (0, (3, 1, 1, 1))}
+    markers = {"exact": "o", "corrected": "s", "infinite_width": "^", "adaptive": "D", "shared_field": "P"}
     fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
     hollow = False
     for i, (series, g) in enumerate(eps.groupby("series", sort=False)):
