@@ -20,10 +20,12 @@ the response of m to it),
 L = E[((c+q)⁻¹ + yyᵀ) ⊗ ssᵀ] - E[y ⊗ s]E[y ⊗ s]ᵀ,
 n_a,b = E[(c+q)⁻¹_ab s* s] + E[y_a y_b s* s] - E[s* y_a]E[y_b s].
 For a linear activation (Gaussian s, q concentrated) (F1)-(F3) are solved in closed form (`linear_closed_form`) and
-reproduce the exact theory, which is exact for linear networks. For erf the expectations over (F1) reweight a fixed
-sample of neurons drawn from a Gaussian proposal fitted to (F1) (importance sampling, with the exact NNGP kernel as
-control variate; the effective sample size and the weights' Pareto k are reported; ``--proposal prior`` reweights
-prior neurons, the first version), and (F2) is iterated (Anderson mixing), continued in α from the widest network.
+reproduce the exact theory, which is exact for linear networks. For erf the expectations over (F1) average over
+neurons moved to (F1) by Langevin steps (``--proposal mcmc``, the default since issue 46's exact neurons), or
+reweight a fixed sample drawn from a Gaussian proposal fitted to (F1) (``--proposal fitted``: importance sampling,
+with the exact NNGP kernel as control variate; the effective sample size and the weights' Pareto k are reported; the
+tables of benchmarks/README.md before "Exact neurons" are this one's) or from the prior (``--proposal prior``, the
+first version), and (F2) is iterated (Anderson mixing), continued in α from the widest network.
 
 The erf solve is :func:`renormpp.theory.shared_field.solve`; this script adds the linear closed form (an independent
 check of (F1)-(F3)) and the tables against the sampled networks.
@@ -99,7 +101,7 @@ def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
     return bias, var.mean(), it, res
 
 
-def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01, proposal="fitted"):
+def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01, proposal="mcmc"):
     """The shared field at ``widths`` (widest first, each continued from the last converged one; with ``seeds`` > 1
     each seed's own continuation) against the exact theory and ``sampled`` ({N1: (eps_g, error)}): (rows, table)."""
     P = len(d.X)
@@ -167,8 +169,9 @@ def main():
     ap.add_argument("--sampled", nargs="+", metavar="FOLDER",
                     help="renormpp run folders: compare with their points on their own data instead of MNIST")
     ap.add_argument("--seeds", type=int, default=1, help="samples of neurons per width (their spread)")
-    ap.add_argument("--proposal", choices=("fitted", "prior"), default="fitted",
-                    help="the neurons' law: fitted to the tilt (default) or the prior alone (the first version)")
+    ap.add_argument("--proposal", choices=shared_field.PROPOSALS, default="mcmc",
+                    help="the neurons' law: moved to (F1) by MCMC (default), a Gaussian fitted to the tilt, or the "
+                         "prior alone (the first version)")
     args = ap.parse_args()
     if args.sampled:
         out = {}

@@ -93,6 +93,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     exact = rp.theory.solve(data.X, data.Y, N1=N1, T=0.01)
     adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, maxiter=validity.ADAPTIVE_MAXITER)
     shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.SHARED_FIELD_MAXITER,
+                                          proposal=validity.SHARED_FIELD_PROPOSAL,
                                           neurons=validity.GRIDS["smoke"].neurons)
     eps = t[t.quantity == "eps_g"].set_index("theory")
     np.testing.assert_allclose(eps.loc["exact", "prediction"], exact.generalization_error(data.X_test, data.Y_test),
@@ -116,9 +117,10 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     assert result.stat().st_mtime_ns == before
 
 
-def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation():
+def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation(tmp_path):
     """A series' shared-field rows (validity._solve_beyond) are the solves at its widths, widest first, each from the
-    last converged one, recomputed here by hand; a ReLU network gets the reason and no number."""
+    last converged one, recomputed here by hand, with the neurons moved to (F1) (SHARED_FIELD_PROPOSAL); a kept row
+    of another method is solved again; a ReLU network gets the reason and no number."""
     from types import SimpleNamespace
 
     rng = np.random.default_rng(0)
@@ -127,13 +129,22 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
     data = SimpleNamespace(X=X, Y=np.tanh(X @ W), X_test=X0, Y_test=np.tanh(X0 @ W))
     model = {"N1": [16, 32], "T": 0.05, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
     rows = validity._solve_beyond("shared_field", data, model, model["N1"], 4000)
-    kw = dict(T=0.05, maxiter=validity.SHARED_FIELD_MAXITER, neurons=4000)
+    kw = dict(T=0.05, maxiter=validity.SHARED_FIELD_MAXITER, neurons=4000, proposal=validity.SHARED_FIELD_PROPOSAL)
     wide = rp.theory.shared_field.solve(X, data.Y, N1=32, **kw)
     narrow = rp.theory.shared_field.solve(X, data.Y, N1=16, init=wide, **kw)
     for N1, fit in ((32, wide), (16, narrow)):
         assert fit.converged and rows[N1]["converged"]
         assert rows[N1]["eps_g"] == pytest.approx(fit.generalization_error(X0, data.Y_test), rel=1e-10)
         np.testing.assert_allclose(rows[N1]["overlap"], np.diag(fit.readout_overlap), rtol=1e-10)
+    assert all(row["proposal"] == "mcmc" for row in rows.values())
+    # a kept row of another average over (F1) (rows without one: the fitted proposal's) is solved again
+    cache = {"s/N1=16": {"eps_g": 123.0, "converged": True, "reason": ""},
+             "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"}}
+    path = tmp_path / "shared_field.json"
+    row = validity._beyond("shared_field", data, model, 16, cache, "s", path, 4000)
+    assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10) and cache["s/N1=32"] == rows[32]
+    assert validity._beyond("shared_field", data, model, 32, {"s/N1=32": cache["s/N1=32"]}, "s", path, 4000,
+                            compute=False) == rows[32]
     relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], 4000)
     assert "eps_g" not in relu[16] and "odd activations only" in relu[16]["reason"]
 

@@ -48,6 +48,15 @@ sample size and their **Pareto k** (:func:`pareto_k`, the shape of their upper t
 hold, whatever the effective sample size says; on the small network of the slow test, prior reweighting at α = 2 had
 k = 0.94 and an ε_g 10% above the fitted proposal's, with an effective sample size of 20%).
 
+**Exact neurons** (``proposal="mcmc"``). Where no Gaussian proposal reaches (F1) (Pareto k above 0.7: MNIST at
+α ≥ 2.5), the neurons are moved to (F1) itself: the proposal's neurons drawn by their weights, then ``moves``
+Metropolis-adjusted Langevin steps of all of them at once in the proposal's coordinates (:func:`_moved`, the gradient
+of (F1)'s log tilt by JAX in float64: :func:`_tilt_target`), each step leaving (F1) invariant whatever the proposal;
+the averages are then plain means over the moved neurons (a :class:`Population`), reweighted by the ratio of the
+tilts as the field moves on, and moved again at the new field once their effective sample size falls below M/2.
+What the averages then miss is only the Markov chain's distance from equilibrium after ``moves`` steps (and the
+Monte Carlo error of M neurons), not a proposal's tail.
+
 The solve runs in **rounds**: the proposal fitted at the current field, then (F2) iterated on these fixed neurons
 (Anderson mixing of the damped steps, :class:`_Anderson`: the damped iteration alone creeps or diverges at α ≥ 1)
 until the residuals fall below ``tol``; where the settled field's weights have k > 0.7, or the neurons degenerate on
@@ -62,8 +71,15 @@ M = 40 000 (four times that): with 10 000 the Monte Carlo error of the averages 
 the linear teacher at α = 1 (docs/validity.md, "The shared field on the map"); between two sets of 40 000 and 80 000
 neurons ε_g still differs by about 1% at P = 200, the theory's own error.
 
-Measured (docs/validity.md, "A third theory" and "The shared field on the map"; 40 000 neurons): on MNIST (0, 1),
-P = 200, within 1% of the sampled network at α = 0.5 and 1 (the exact theory 3% and 8% off), 18% off at α = 2 (the
+Measured with its neurons moved to (F1) (the default; docs/validity.md, "Exact neurons"; 40 000 neurons): on MNIST
+(0, 1), P = 200, within 0.1%, 0.6% and 2.3% of the sampled network at α = 0.5, 1, 2 (the exact theory 3%, 8%, 36%
+off); on the linear teacher at N0/P = 1, where the exact theory holds, within 1.4% up to α = 2; no convergence at
+α = 4 there (the field jumps further in one step than the moved neurons reach). Cost on MNIST at P = 200: 2-5
+minutes a width on 2 cores (beside another job); the fitted proposal is faster (the README's example: 14 s against
+33 s).
+
+Measured with the fitted Gaussian proposal (docs/validity.md, "A third theory" and "The shared field on the map"): on
+MNIST (0, 1), P = 200, within 1% of the sampled network at α = 0.5 and 1 (the exact theory 3% and 8% off), 18% off at α = 2 (the
 exact theory 36%); no convergence from α = 2.5 on, where no Gaussian proposal reaches the law (Pareto k 0.75 and
 more). On the linear teacher with few inputs (N0/P = 0.1), where the exact theory is 6-18% off at α = 0.5-2, within
 0.5% at α ≤ 1 and 4.7% at α = 2, its readout overlaps too; where the exact theory holds (N0/P ≥ 1) as close at α ≤ 1
@@ -71,7 +87,7 @@ more). On the linear teacher with few inputs (N0/P = 0.1), where the exact theor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -104,7 +120,7 @@ class SharedFieldFit(FitShape):
     pareto_k: float
     converged: bool
     reason: str
-    proposal: "Proposal" = field(repr=False)  # the law the M neurons are drawn from, and their noise
+    proposal: "Proposal | Population" = field(repr=False)  # the law the M neurons are drawn from, and their noise
     seed: int = 0
 
     @property
@@ -176,6 +192,8 @@ class SharedFieldFit(FitShape):
 #: the most fits of the proposal per round (each a tempering step: the tilt's power beta rises until 1), and the
 #: most rounds (a fit at the current field, then the field iterated on the fitted neurons until it settles)
 _FITS, _ROUNDS = 20, 4
+#: the neurons' laws of :func:`solve`
+PROPOSALS = ("fitted", "mcmc", "prior")
 #: Pareto k of the importance weights down to which the proposal is fitted, and above which the averages are
 #: unreliable (Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 25, 72 (2024): k < 0.7 for a usable estimate): a field
 #: that settles with k above it starts a new round
@@ -209,10 +227,14 @@ def _ess(log_w) -> float:
 
 def pareto_k(log_w) -> float:
     """The Pareto k of importance weights from their logs (ArviZ's Pareto-smoothed importance sampling): the shape of
-    their upper tail; weights of tail exp(r x^2 / 2) on a unit Gaussian x have k = r, and variance from k = 1/2 on."""
+    their upper tail; weights of tail exp(r x^2 / 2) on a unit Gaussian x have k = r, and variance from k = 1/2 on;
+    equal weights 0."""
     from arviz_stats.base import array_stats
 
-    return float(array_stats.psislw(-np.asarray(log_w, dtype=float), 1.0)[1])
+    log_w = np.asarray(log_w, dtype=float)
+    if np.ptp(log_w) <= 1e-12 * max(1.0, np.abs(log_w).max()):  # equal weights (neurons drawn from the law itself)
+        return 0.0
+    return float(array_stats.psislw(-log_w, 1.0)[1])
 
 
 def _control(s1, s2, rho0, K):
@@ -256,6 +278,12 @@ class Proposal:
                      + np.sum(np.log(np.abs(np.diag(self.chol)))) + 0.5 * len(self.mean) * np.log(lambda0))
         return w, log_ratio
 
+    def coordinates(self, w, lambda0):
+        """The standard normals (M, N0) that :meth:`draw` maps to the weights ``w``: the inverse of its map."""
+        u = w @ self.basis
+        eta = np.linalg.solve(self.chol, (u - self.mean).T).T
+        return np.sqrt(lambda0) * (w - u @ self.basis.T) + eta @ self.basis.T
+
     def fitted(self, w, log_tilt, log_ratio, target: float) -> tuple["Proposal", float]:
         """The proposal with mean and covariance (in ``basis``) of the neurons ``w`` weighted by the tilt raised to
         the largest power beta <= 1 at which their weights are good: an effective sample size of at least
@@ -276,6 +304,109 @@ class Proposal:
         mean = rho @ u / len(rho)
         cov = ((u - mean) * rho[:, None]).T @ (u - mean) / len(rho)
         return Proposal(self.noise, self.basis, mean, np.linalg.cholesky(0.5 * (cov + cov.T))), beta
+
+
+@dataclass(frozen=True, eq=False)
+class Population:
+    """M neurons moved by Markov chain Monte Carlo to (F1) at the field (``m``, ``Sigma``) (``proposal="mcmc"``):
+    ``moved`` are their coordinates under the Gaussian ``proposal`` (which :meth:`Proposal.draw` maps to weights),
+    ``acceptance`` the share of neurons that moved at each step, ``levels`` the mean log-density after each (it
+    levels off where the neurons have reached (F1)). As a law of the iteration's averages, prior over this
+    law is 1/tilt at its field (``c`` = lambda1 N1; ``X`` and ``activation`` give the features): (F1) at another field
+    reweights the neurons by the ratio of the two tilts."""
+
+    proposal: Proposal
+    moved: np.ndarray
+    m: np.ndarray
+    Sigma: np.ndarray
+    c: float
+    X: np.ndarray = field(repr=False)
+    activation: str = "erf"
+    acceptance: tuple = ()
+    levels: tuple = ()
+
+    @property
+    def noise(self) -> np.ndarray:
+        return self.moved
+
+    def draw(self, lambda0):
+        """The neurons' weights (M, N0) and the log of prior over this law at each (up to a constant)."""
+        w = replace(self.proposal, noise=self.moved).draw(lambda0)[0]
+        return w, -_per_neuron(features(w, self.X, self.activation).T, self.m, self.Sigma, self.c)[2]
+
+
+def _resampled(log_w, rng) -> np.ndarray:
+    """Indices of M neurons drawn in proportion to exp(log_w), systematically (one uniform for all: the least noise)."""
+    rho = np.exp(log_w - log_w.max())
+    edges = np.cumsum(rho / rho.sum())
+    return np.minimum(np.searchsorted(edges, (rng.random() + np.arange(len(rho))) / len(rho)), len(rho) - 1)
+
+
+def _tilt_target(X, activation, lambda0, c, chunk: int = 4096):
+    r"""The log-density of (F1) over prior-over-proposal in the coordinates ξ of a Gaussian proposal, and its
+    gradient: ``target(xi, gauss, m, Sigma) -> (ell (M,), grad (M, N0))``, :math:`\ell(\xi)` = the log tilt of (F1)
+    at w(ξ) plus the log of prior over proposal (Proposal.draw's, up to a constant); so that (F1) in these coordinates
+    is :math:`\propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`. JAX in local float64, ``chunk`` neurons at a time,
+    compiled once per shape (the field and the proposal are arguments)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..network import x64_context
+
+    act = get_activation(activation).fn
+    N0 = X.shape[1]
+
+    def ell(xi, B, mean, L, m, S):
+        eta = xi @ B
+        u = mean + eta @ L.T
+        w = xi / np.sqrt(lambda0) + (u - eta / np.sqrt(lambda0)) @ B.T
+        s = act(X @ w / np.sqrt(N0))
+        q = jnp.einsum("p,apbq,q->ab", s, S, s)
+        z = m.T @ s
+        D = len(z)
+        log_tilt = -0.5 * jnp.linalg.slogdet(jnp.eye(D) + q / c)[1] + 0.5 * z @ jnp.linalg.solve(c * jnp.eye(D) + q, z)
+        return log_tilt - 0.5 * lambda0 * u @ u + 0.5 * eta @ eta
+
+    with x64_context():
+        X = jnp.asarray(X, jnp.float64)
+        step = jax.jit(jax.vmap(jax.value_and_grad(ell), in_axes=(0, None, None, None, None, None)))
+
+    def target(xi, gauss, m, Sigma):
+        P, D = m.shape
+        with x64_context():
+            args = (gauss.basis, gauss.mean, gauss.chol, m, Sigma.reshape(D, P, D, P))
+            parts = [step(jnp.asarray(xi[k:k + chunk]), *args) for k in range(0, len(xi), chunk)]
+            return (np.concatenate([np.asarray(v) for v, _ in parts]),
+                    np.concatenate([np.asarray(g) for _, g in parts]))
+
+    return target
+
+
+def _moved(start, target, moves: int, rng, accept: float = 0.574):
+    r"""``moves`` Metropolis-adjusted Langevin steps of every neuron at once (Roberts & Tweedie, Bernoulli 2, 341
+    (1996)) on :math:`\log\pi(\xi) = -|\xi|^2/2 + \ell(\xi)` in the coordinates ``start`` (M, N0) of a Gaussian
+    proposal fitted to (F1) (so that π is near a unit Gaussian, whatever the scale of the tilt); ``target(xi) ->
+    (ell, grad)``. Each step leaves (F1) invariant; the step h (one for all neurons) is tuned between steps towards
+    the acceptance ``accept``. Returns the coordinates, the acceptance of each step and the mean of log π over the
+    neurons after each (it levels off where they have reached (F1))."""
+    def log_pi(xi, ell, grad):
+        return -0.5 * np.sum(xi * xi, axis=1) + ell, grad - xi
+
+    xi = start
+    lp, g = log_pi(xi, *target(xi))
+    h, rates, levels = 0.5, [], []
+    for _ in range(moves):
+        new = xi + 0.5 * h * g + np.sqrt(h) * rng.standard_normal(xi.shape)
+        lp_new, g_new = log_pi(new, *target(new))
+        log_q_back = -np.sum((xi - new - 0.5 * h * g_new) ** 2, axis=1) / (2 * h)
+        log_q_fwd = -np.sum((new - xi - 0.5 * h * g) ** 2, axis=1) / (2 * h)
+        take = np.log(rng.random(len(xi))) < lp_new - lp + log_q_back - log_q_fwd
+        xi, lp, g = (np.where(take[:, None], new, xi), np.where(take, lp_new, lp),
+                     np.where(take[:, None], g_new, g))
+        rates.append(float(take.mean()))
+        levels.append(float(lp.mean()))
+        h = float(np.clip(h * np.exp(2 * (rates[-1] - accept)), 1e-4, 4.0))
+    return xi, tuple(rates), tuple(levels)
 
 
 def _moment(s1, s2, rho, W, dK):
@@ -340,13 +471,14 @@ class _Anderson:
 
 def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1.0, activation: str = "erf",
           neurons: int = 40_000, damping: float = 0.6, maxiter: int = 40, tol: float = 1e-5, min_ess: float = 100.0,
-          proposal: str = "fitted", accelerate: bool = True, memory: int = 5, init: SharedFieldFit | None = None,
-          seed: int = 0) -> SharedFieldFit:
+          proposal: str = "mcmc", accelerate: bool = True, memory: int = 5, init: SharedFieldFit | None = None,
+          seed: int = 0, moves: int = 30) -> SharedFieldFit:
     """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
     ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
     ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
     (F1) from ``neurons`` neurons drawn with ``seed`` from a Gaussian proposal, ``"fitted"`` to the tilted law (in
-    rounds, see the module's docstring) or the ``"prior"`` alone; ``maxiter`` iterations in all rounds together.
+    rounds, see the module's docstring), fitted and then moved to (F1) exactly by ``moves`` Langevin steps per round
+    (``"mcmc"``), or the ``"prior"`` alone; ``maxiter`` iterations in all rounds together.
     Converged where both residuals fall below ``tol`` with reliable weights (Pareto k at most 0.7); otherwise
     ``converged`` is False and the ``reason`` says why: the weights' tail, an effective sample size below
     ``min_ess``, residuals that did not settle, or a number that stopped being finite."""
@@ -358,9 +490,10 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         raise ValueError(f"damping must be in (0, 1] (the share of each fixed-point step taken); got {damping}")
     if isinstance(memory, bool) or int(memory) != memory or memory < 0:
         raise ValueError(f"memory must be a whole number of past steps, 0 or more (0: damping alone); got {memory!r}")
-    if proposal not in ("fitted", "prior"):
-        raise ValueError(f"proposal must be 'fitted' (the neurons' law fitted to the tilt) or 'prior'; got "
-                         f"{proposal!r}")
+    if proposal not in PROPOSALS:
+        raise ValueError(f"proposal must be one of {', '.join(map(repr, PROPOSALS))} ('fitted': the neurons' Gaussian "
+                         "law fitted to the tilt; 'mcmc': then moved to (F1) exactly; 'prior'); got " f"{proposal!r}")
+    moves = positive_int("moves", moves)
     activation = get_activation(activation).name
     P, D = Y.shape
     c = lambda1 * N1
@@ -368,6 +501,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         if init.X.shape != X.shape or not np.array_equal(init.X, X):
             raise ValueError("init is a fit on other training inputs; continue from a fit on the same X")
         m, Sigma, law, seed = init.m.copy(), init.Sigma.copy(), init.proposal, init.seed  # its neurons
+        if isinstance(law, Population) and proposal != "mcmc":
+            law = law.proposal
     else:
         A0 = T * np.eye(P * D) + np.kron(np.atleast_2d(solve_exact(X, Y, N1=N1, T=T, lambda1=lambda1,
                                                                    lambda0=lambda0, activation=activation).Q),
@@ -390,7 +525,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         w, s, log_ratio, dK = neurons_of(law)
         log_tilt = _per_neuron(s, m, Sigma, c)[2]
         k_hat = pareto_k(log_tilt + log_ratio)
-        for _ in range(_FITS if proposal == "fitted" else 0):
+        for _ in range(_FITS if proposal != "prior" else 0):
             if _ess(log_tilt + log_ratio) >= M / 2 and k_hat <= _K_FIT:
                 break
             new, beta = law.fitted(w, log_tilt, log_ratio, M / 2)
@@ -402,15 +537,37 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             law, w, s, log_ratio, dK, log_tilt, k_hat = new, w_new, s_new, ratio_new, dK_new, tilt_new, k_new
         return law, s, log_ratio, dK
 
+    rng = np.random.default_rng([seed, 1])  # the moves' own stream
+    target = _tilt_target(X, activation, lambda0, c) if proposal == "mcmc" else None
+
+    def move(law, m, Sigma):
+        """The Gaussian proposal fitted at the field, then its neurons (or the last population's) moved to (F1)."""
+        was = law
+        gauss, s, log_ratio, _ = fit_law(law.proposal if isinstance(law, Population) else law, m, Sigma)
+        if isinstance(was, Population):  # the population carries on: its neurons in the new proposal's coordinates
+            start = gauss.coordinates(was.draw(lambda0)[0], lambda0)
+        else:  # the proposal's neurons drawn by their weights at this field
+            start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
+
+        xi, rates, levels = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng)
+        return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels)
+
     eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
     residuals, reason, ess, k_hat = [], "", float(M), 0.0
     mixer = _Anderson(damping, int(memory) if accelerate else 0)
     budget = maxiter
-    for round_ in range(_ROUNDS if proposal == "fitted" else 1):
-        # a round: the neurons' proposal fitted at the current field, then the field iterated on these neurons
+    # the population ages as the field moves away from the one it was moved at: below this ESS, a new round moves it
+    stale = M / 2 if proposal == "mcmc" else 0.0
+    for round_ in range({"fitted": _ROUNDS, "mcmc": 2 * _ROUNDS, "prior": 1}[proposal]):
+        # a round: the neurons' proposal fitted at the current field (and moved to (F1) there: "mcmc"), then the
+        # field iterated on these neurons
         if budget == 0:  # no iteration left: the last round's reason stands
             break
-        law, s, log_ratio, dK = fit_law(law, m, Sigma)
+        if proposal == "mcmc":
+            law = move(law, m, Sigma)
+            _, s, log_ratio, dK = neurons_of(law)
+        else:
+            law, s, log_ratio, dK = fit_law(law, m, Sigma)
         mixer.reset()
         reason, settled = "", False
         while budget > 0:
@@ -418,6 +575,9 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             C, y, log_tilt = _per_neuron(s, m, Sigma, c)
             ess, k_hat = _ess(log_tilt + log_ratio), pareto_k(log_tilt + log_ratio)
             rho, tail = _normalized(log_tilt + log_ratio)
+            if ess < stale:  # a new round moves the neurons at this field
+                reason = "stale"
+                break
             if ess < min_ess:
                 reason = (f"the reweighted neurons degenerate (effective sample size {ess:.0f} < min_ess = "
                           f"{min_ess:g}): the tilt of (F1) has moved the neurons far from their proposal (the largest "
@@ -444,6 +604,10 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                       f"in {maxiter} iterations; raise maxiter or lower damping")
         if reason.startswith(("the iteration", "the residuals")) or (settled and k_hat <= _K_BAD):
             break
+    if reason == "stale":
+        reason = (f"the field kept moving away from the one the neurons were moved to: after {2 * _ROUNDS} rounds "
+                  f"of {moves} moves the reweighted neurons have an effective sample size of {ess:.0f} of {M}; lower "
+                  "damping, or continue from a converged neighbouring width (init=)")
     if not reason and k_hat > _K_BAD:
         reason = (f"the importance weights of the neurons are unreliable (Pareto k = {k_hat:.2f} > {_K_BAD:g}: their "
                   "tail is too heavy for their averages to hold, whatever the effective sample size of "
