@@ -101,7 +101,7 @@ def linear_closed_form(d, N1, T=0.01, lam1=1., iters=4000, eta=0.3):
     return bias, var.mean(), it, res
 
 
-def erf_table(d, widths, sampled, *, neurons=10000, damping=0.6, maxiter=60, seeds=1, T=0.01, proposal="mcmc"):
+def erf_table(d, widths, sampled, *, neurons=10000, damping=None, maxiter=None, seeds=1, T=0.01, proposal="mcmc"):
     """The shared field at ``widths`` (widest first, each continued from the last converged one; with ``seeds`` > 1
     each seed's own continuation) against the exact theory and ``sampled`` ({N1: (eps_g, error)}): (rows, table)."""
     P = len(d.X)
@@ -162,8 +162,8 @@ def main():
     ap.add_argument("--P", type=int, default=200, help="training examples (the sampled values are for P = 200)")
     ap.add_argument("--widths", type=int, nargs="+", default=[400, 200, 100, 80, 65, 50],
                     help="widths, widest first (each continues from the last converged one)")
-    ap.add_argument("--damping", type=float, default=0.6)
-    ap.add_argument("--maxiter", type=int, default=150)
+    ap.add_argument("--damping", type=float, help="share of each fixed-point step (default: 0.6; 0.3 with mcmc)")
+    ap.add_argument("--maxiter", type=int, help="iterations (default: 150; 80 with mcmc)")
     ap.add_argument("--linear", action=argparse.BooleanOptionalAction, default=True,
                     help="the linear closed form first (P = 200 only)")
     ap.add_argument("--sampled", nargs="+", metavar="FOLDER",
@@ -173,6 +173,8 @@ def main():
                     help="the neurons' law: moved to (F1) by MCMC (default), a Gaussian fitted to the tilt, or the "
                          "prior alone (the first version)")
     args = ap.parse_args()
+    if args.maxiter is None and args.proposal != "mcmc":
+        args.maxiter = 150
     if args.sampled:
         out = {}
         for folder in args.sampled:

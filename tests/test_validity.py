@@ -104,8 +104,11 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     ov = t[t.quantity == "overlap[1,1]"].set_index("theory")
     np.testing.assert_allclose(ov.loc["exact", "prediction"], exact.readout_overlap[1, 1], rtol=1e-8)
     np.testing.assert_allclose(ov.loc["adaptive", "prediction"], adaptive.readout_overlap[1, 1], rtol=1e-8)
-    # the linear teacher at alpha = 2: the shared field does not converge there (docs/validity.md), nor in the map
-    assert not shared.converged and np.isnan(eps.loc["shared_field", "prediction"])
+    # the linear teacher at alpha = 2: with neurons moved to (F1) and averaged moments the shared field converges
+    # there (the earlier rounds of reweighted populations did not), in the map as alone
+    assert shared.converged, shared.reason
+    np.testing.assert_allclose(eps.loc["shared_field", "prediction"],
+                               shared.generalization_error(data.X_test, data.Y_test), rtol=1e-8)
     mc = float(sweep.pooled[0].mc_mean.sel(quantity="eps_g"))
     np.testing.assert_allclose(eps.mc_mean, mc)
     np.testing.assert_allclose(eps.delta, (mc - eps.prediction) / eps.prediction.abs())
@@ -136,15 +139,17 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
         assert fit.converged and rows[N1]["converged"]
         assert rows[N1]["eps_g"] == pytest.approx(fit.generalization_error(X0, data.Y_test), rel=1e-10)
         np.testing.assert_allclose(rows[N1]["overlap"], np.diag(fit.readout_overlap), rtol=1e-10)
-    assert all(row["proposal"] == "mcmc" for row in rows.values())
-    # a kept row of another average over (F1) (rows without one: the fitted proposal's) is solved again
+    assert all(row["proposal"] == validity.SHARED_FIELD_METHOD for row in rows.values())
+    # a kept row of another method (rows without one: the fitted proposal's; "mcmc": the earlier rounds) is solved again
     cache = {"s/N1=16": {"eps_g": 123.0, "converged": True, "reason": ""},
-             "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"}}
+             "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"},
+             "s/N1=8": {"eps_g": 789.0, "converged": True, "reason": "", "proposal": validity.SHARED_FIELD_METHOD}}
     path = tmp_path / "shared_field.json"
     row = validity._beyond("shared_field", data, model, 16, cache, "s", path, 4000)
     assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10) and cache["s/N1=32"] == rows[32]
     assert validity._beyond("shared_field", data, model, 32, {"s/N1=32": cache["s/N1=32"]}, "s", path, 4000,
                             compute=False) == rows[32]
+    assert validity._beyond("shared_field", data, model, 8, cache, "s", path, 4000)["eps_g"] == 789.0  # kept
     relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], 4000)
     assert "eps_g" not in relu[16] and "odd activations only" in relu[16]["reason"]
 

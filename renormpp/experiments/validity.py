@@ -52,12 +52,15 @@ BEYOND = ("adaptive", "shared_field")
 THEORIES = ("exact", "corrected", "infinite_width", *BEYOND)
 #: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all: issue 32)
 ADAPTIVE_MAXITER = 60
-#: iterations of the shared-field theory per point (it converges in 7-60 where it converges: issue 46)
-SHARED_FIELD_MAXITER = 150
+#: iterations of the shared-field theory per point (None: its solve's default, 80 of stochastic approximation with
+#: neurons moved to (F1); issue 46)
+SHARED_FIELD_MAXITER = None
 #: how the shared-field theory averages over (F1): its neurons moved there by MCMC (the Gaussian proposal's importance
-#: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7). Kept in each row of
-#: shared_field.json: a row of another method is solved again.
+#: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7)
 SHARED_FIELD_PROPOSAL = "mcmc"
+#: the label kept in each row of shared_field.json (the average over (F1) and how the field is solved on it): a row
+#: of another ("mcmc": the earlier rounds of reweighted populations; none: the fitted proposal) is solved again
+SHARED_FIELD_METHOD = "mcmc, averaged moments"
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ def _solve_beyond(theory: str, data, model: dict, widths, neurons: int) -> dict:
         if theory == "adaptive":
             fits = {N1: adaptive.solve(data.X, data.Y, N1, maxiter=ADAPTIVE_MAXITER, **args) for N1 in widths}
             return {N1: _row(f, data, f"did not converge (relative change {f.change:.2g})") for N1, f in fits.items()}
-        return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_PROPOSAL}
+        return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_METHOD}
                 for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=SHARED_FIELD_MAXITER,
                                                      proposal=SHARED_FIELD_PROPOSAL,
                                                      neurons=neurons, **args)}
@@ -226,7 +229,7 @@ def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, p
     """The row of :func:`_solve_beyond` at width ``N1`` of ``series``, kept in ``cache`` and saved to ``path`` at once
     (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together."""
     key = f"{series}/N1={N1}"
-    if theory == "shared_field" and key in cache and cache[key].get("proposal", "fitted") != SHARED_FIELD_PROPOSAL:
+    if theory == "shared_field" and key in cache and cache[key].get("proposal", "fitted") != SHARED_FIELD_METHOD:
         del cache[key]  # solved with another average over (F1) (rows without one: the fitted proposal's): again
     if key not in cache:
         if not compute:
