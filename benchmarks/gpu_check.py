@@ -47,6 +47,9 @@ SIZES = {"full": dict(chains=(2, 32), draws=10, accuracy_seconds=240.0, budget=4
          "smoke": dict(chains=(2, 4), draws=2, accuracy_seconds=15.0, budget=600.0)}
 #: seconds kept for part 3 beyond its sampling cap (its start, compilation and report)
 ACCURACY_OVERHEAD = 90.0
+#: XLA's flag that the check sets unless told otherwise (``--autotune``): with XLA's autotuning each width's start and
+#: compilation took ~70 s on an H100; without it 13-25 s on an H200 (benchmarks/README.md, "gpu_profile.py")
+NO_AUTOTUNE = "--xla_gpu_autotune_level=0"
 #: the projection's work per width: chain-draws after the warmup (2 chains x 2000 draws), warmup draws per chain
 CHAIN_DRAWS, WARMUP = 4000, 200
 
@@ -188,7 +191,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--accuracy-chains", type=int, default=2, help="chains of the accuracy run")
     ap.add_argument("--budget", type=float, help="seconds for the whole check (default: 480; smoke: 600): the "
                     "timings stop where part 3 would no longer fit")
+    ap.add_argument("--autotune", action="store_true", help="keep XLA's autotuning of GPU kernels (default: off, "
+                    "XLA_FLAGS=--xla_gpu_autotune_level=0, unless XLA_FLAGS already sets a level)")
     a = ap.parse_args(argv)
+    if not a.autotune and "xla_gpu_autotune_level" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + NO_AUTOTUNE).strip()
     if a.root:
         os.environ["RENORMPP_DATA"] = a.root
     opts = SIZES[a.size]
@@ -197,7 +204,8 @@ def main(argv=None) -> dict:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     configs = series(a.size)
-    report = dict(size=a.size, device=device(), host=machine_info(), chains=list(chains), draws=draws)
+    report = dict(size=a.size, device=device(), host=machine_info(), chains=list(chains), draws=draws,
+                  xla_flags=os.environ.get("XLA_FLAGS", ""))
     print(report["device"], "\n" + report["host"], flush=True)
     t_all = time.perf_counter()
 

@@ -9,8 +9,8 @@ DATA holds mnist/ (the IDX files) and cifar-10-batches-py/ (for ../shared/data: 
 
 Each width is built as ``renormpp run`` builds it (the point's data, its sampler and its observables: the default
 kinetic Langevin, v integrated out, two chains vectorized, 10 updates per draw, the hidden kernel's accumulator where
-the point measures it) and timed over one block of ``--draws`` draws after a draw that compiles it (the warmup's
-adaptation included, as in the run's first draws). The total is the sum over the series' widths (each series once, as ``paper
+the point measures it) and timed over one block of ``--draws`` draws after the warmup, after a block that compiles
+it (a warmup draw costs up to 40% more: the adaptation). The total is the sum over the series' widths (each series once, as ``paper
 all`` shares them) of the seconds for ``--per-width`` draws (2000 by default: the order of what the settled widths
 of Fig. 1b needed, 430-2811 draws) plus the warmup's 200.
 """
@@ -40,18 +40,20 @@ def series_configs(size: str = "full") -> dict[str, dict]:
     return out
 
 
-def seconds_per_draw(raw: dict, N1: int, draws: int, num_chains: int | None = None) -> float:
-    """The seconds per draw (of all chains) of width ``N1``: one block of ``draws`` draws, after a draw that compiles
-    it; ``num_chains``: in place of the config's (2)."""
+def seconds_per_draw(raw: dict, N1: int, draws: int, num_chains: int | None = None, warmup: bool = False) -> float:
+    """The seconds per draw (of all chains) of width ``N1``: one block of ``draws`` draws after the warmup (with
+    ``warmup``: inside it, the adaptation included), after a block of two draws that compiles it; ``num_chains``: in
+    place of the config's (2)."""
     from renormpp.experiments import config, stages
 
     chains = {} if num_chains is None else {"num_chains": int(num_chains)}
     raw = {**raw, "model": {**raw["model"], "N1": [N1]},
-           "sampler": {**raw.get("sampler", {}), "num_warmup": 200, **chains}, "run": {**raw["run"], "seeds": [0]}}
+           "sampler": {**raw.get("sampler", {}), "num_warmup": 200 if warmup else 1, **chains},
+           "run": {**raw["run"], "seeds": [0]}}
     point = config.resolve(raw).points()[0]
     data = stages.load_data(point.data, point.model)
     chains, state = stages.start_chains(point, data)
-    state, *_ = chains.run(state, 1, draws)  # compiles the block
+    state, *_ = chains.run(state, 2, draws)  # compiles the block (and passes the warmup's end and its noise check)
     t0 = time.perf_counter()
     chains.run(state, draws, draws)  # returns host arrays: the draws are done
     return (time.perf_counter() - t0) / draws

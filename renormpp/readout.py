@@ -92,6 +92,9 @@ def cholesky_inverse(S, leaf: int | None = None):
     """
     leaf = _LEAF if leaf is None else int(leaf)
     n = S.shape[-1]
+    if n == 1:  # in closed form: no solver call (``leaf=1`` recurses down to these, in matrix products alone)
+        d = jnp.sqrt(S[..., 0])
+        return 1 / d[:, None], d
     if n <= leaf:
         L = jnp.linalg.cholesky(S)
         return jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=S.dtype), lower=True), jnp.diag(L)

@@ -100,8 +100,10 @@ def test_the_gpu_checks_timings_keep_its_budget_and_go_narrow_widths_first(gpu_c
     assert all("time budget" in r["skipped"] for r in rows)
 
 
-def test_the_gpu_check_runs_at_smoke_size(gpu_check, tmp_path):
+def test_the_gpu_check_runs_at_smoke_size(gpu_check, tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "")  # restored after the test: the check sets its own
     report = gpu_check.main(["--size", "smoke", "--out", str(tmp_path)])
+    assert report["xla_flags"] == gpu_check.NO_AUTOTUNE  # XLA's autotuning off unless --autotune
     from renormpp.infer.alerts import NOISE_BOUND
 
     noise = report["noise"]  # two chains' noise after the warmup of Fig. 1a alpha = 10 (P = 40: N1 = 4)
@@ -127,3 +129,13 @@ def test_the_gpu_check_runs_at_smoke_size(gpu_check, tmp_path):
     assert saved["timings"] == json.loads(json.dumps(report["timings"]))
     md = (tmp_path / "gpu_check.md").read_text()
     assert "| linear-D2 | 40 | 4 |" in md and "rounding noise" in md
+
+
+def test_the_gpu_profile_runs_at_smoke_size(tmp_path):
+    report = _load(ROOT / "benchmarks" / "gpu_profile.py").main(["--size", "smoke", "--out", str(tmp_path)])
+    pieces = {r["piece"] for r in report["rows"]}
+    assert {"chol", "trsm", "cholinv[128]", "cholinv[1]", "gram", "force[128]", "force[1]", "draw[128]"} <= pieces
+    assert all(r["ms"] > 0 for r in report["rows"])
+    draw = next(r for r in report["rows"] if r["piece"] == "draw[128]")
+    assert draw["chain_draws_per_s"] == pytest.approx(draw["chains"] / draw["ms"] * 1e3)
+    assert json.loads((tmp_path / "gpu_profile.json").read_text())["rows"] == json.loads(json.dumps(report["rows"]))

@@ -153,7 +153,7 @@ def test_chains_sum_what_they_would_record_on_the_grid_of_cells():
     for j, (first, stop, count) in enumerate(pieces):
         mine = (index >= first) & (index < stop) & (index % 3 == 0)  # global draws 6, 9, 12, 15, 18
         assert count == mine.sum()
-        np.testing.assert_allclose(chains.sums["sq"][:, j], (draws["x"][:, mine] ** 2).sum(axis=1), rtol=1e-6)
+        np.testing.assert_allclose(chains.sums["sq"][j], (draws["x"][:, mine] ** 2).sum(axis=(0, 1)), rtol=1e-6)
     with pytest.raises(ValueError, match="spans more than 3 cells"):
         chains.run(state, 14, 20, offset=0, cell=4)
 

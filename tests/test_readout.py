@@ -47,7 +47,7 @@ def leaf(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("n, leaf_size", [(1, 8), (37, 8), (300, 16), (300, 128)])
+@pytest.mark.parametrize("n, leaf_size", [(1, 8), (37, 8), (37, 1), (300, 16), (300, 128)])
 def test_cholesky_inverse_is_the_inverse_of_numpys_factor(n, leaf_size):
     rng = np.random.default_rng(n)
     a = rng.standard_normal((n, n + 3))
@@ -63,8 +63,9 @@ def test_cholesky_inverse_is_the_inverse_of_numpys_factor(n, leaf_size):
 def test_cholesky_inverse_of_a_matrix_that_is_not_positive_definite_is_nan():
     S = np.eye(40)
     S[30, 30] = -1.0  # in the second half: the recursion's Schur complement fails, not the first leaf
-    L_inv, d = readout.cholesky_inverse(jax.numpy.asarray(S), leaf=8)
-    assert np.isnan(np.asarray(d)).any() and np.isnan(np.asarray(L_inv)).any()
+    for leaf_size in (8, 1):  # 1: down to the closed form of a 1 x 1 block
+        L_inv, d = readout.cholesky_inverse(jax.numpy.asarray(S), leaf=leaf_size)
+        assert np.isnan(np.asarray(d)).any() and np.isnan(np.asarray(L_inv)).any()
 
 
 def cond_of(p):

@@ -253,7 +253,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
             _keep(ck, state, dt, n, warming, draws, stats)
             if segments is not None and not warming:
                 for j, (first, stop, count) in enumerate(chains.pieces()):
-                    segments.add({k: v[:, j].sum(axis=0) for k, v in chains.sums.items()}, count * s.num_chains,
+                    segments.add({k: v[j] for k, v in chains.sums.items()}, count * s.num_chains,
                                  first, stop)
                 ck.sums = segments.arrays()
             if "accept_prob" in stats:

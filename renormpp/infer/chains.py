@@ -62,7 +62,9 @@ class Chains:
 
     ``accumulate``: an :class:`Accumulator`, sums over the draws of a block of a quantity too large to keep per draw
     (e.g. the hidden layer's P x P kernel, :func:`renormpp.observables.hidden_sums`); after :meth:`run`,
-    :attr:`sums` holds the block's sums, axes (chain, piece, ...), and :attr:`pieces` which draws entered them.
+    :attr:`sums` holds the block's sums over all chains, axes (piece, ...), and :attr:`pieces` which draws of each
+    chain entered them (the sums are over the chains in the compiled block: a sum per chain multiplied the memory,
+    the per-draw copies and the transfer to the host by the chain count, issue 45).
     """
 
     def __init__(self, sampler: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
@@ -103,6 +105,10 @@ class Chains:
         acc = self.accumulate
         summand = None if acc is None else (jax.vmap(acc.fn) if vectorized else acc.fn)
 
+        def summed(given):  # the block's summand, summed over the chains
+            x = summand(given)
+            return jax.tree_util.tree_map(lambda a: a.sum(axis=0), x) if vectorized else x
+
         @partial(jax.jit, static_argnums=4)
         @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included (issue 45)
         def block(state, n, offset, cell, length):
@@ -115,18 +121,19 @@ class Chains:
                     out = dict(out)
                     given = out.pop(acc.key)
                     j = jnp.minimum((offset + i) // cell - offset // cell, acc.pieces - 1)  # the cell of draw i
-                    add = lambda s: jax.tree_util.tree_map(  # noqa: E731
-                        lambda a, x: a.at[:, j].add(x) if vectorized else a.at[j].add(x), s, summand(given))
-                    sums = jax.lax.cond((i < n) & ((offset + i) % acc.thin == 0), add, lambda s: s, sums)
+                    # the summand (or zeros) under the condition, the sum updated in place outside it: a condition
+                    # that returned the sums made XLA copy all of them at every draw (half of a draw's time on 2
+                    # cores at P = 1000, issue 45)
+                    x = jax.lax.cond((i < n) & ((offset + i) % acc.thin == 0), summed,
+                                     lambda g: jax.tree_util.tree_map(jnp.zeros_like, zero), given)
+                    sums = jax.tree_util.tree_map(lambda a, x: jax.lax.dynamic_update_index_in_dim(
+                        a, jax.lax.dynamic_index_in_dim(a, j, keepdims=False) + x, j, 0), sums, x)
                 return (st, sums), (out, {f: get(st) for f, get in fields.items()})
 
             sums = None
             if acc is not None:
-                given = post(get_sample(state))[acc.key]
-                lead = 1 if vectorized else 0  # a sum per piece, after the chain axis
-                sums = jax.tree_util.tree_map(
-                    lambda x: jnp.zeros(x.shape[:lead] + (acc.pieces,) + x.shape[lead:], x.dtype),
-                    jax.eval_shape(summand, given))
+                zero = jax.eval_shape(summed, post(get_sample(state))[acc.key])
+                sums = jax.tree_util.tree_map(lambda x: jnp.zeros((acc.pieces,) + x.shape, x.dtype), zero)
             (state, sums), outs = jax.lax.scan(step, (state, sums), jnp.arange(length))
             return state, outs, sums
 
@@ -169,7 +176,7 @@ class Chains:
                 stack = lambda trees: jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x)[:num_draws] for x in xs]), *trees)  # noqa: E731
                 draws, stats = stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs])
                 sums = None if self.accumulate is None else \
-                    jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[2] for o in outs])
+                    jax.tree_util.tree_map(lambda *xs: sum(np.asarray(x) for x in xs), *[o[2] for o in outs])
         if self.accumulate is not None:
             self.sums, self._last = jax.tree_util.tree_map(np.asarray, sums), (offset, num_draws, cell)
         if self.warn_divergences and "diverging" in stats:
