@@ -26,6 +26,7 @@ Both workers (``make test``: ``-n 2 --dist loadgroup``) share the work by groups
 module-scoped fixtures are built once), except the notebooks, each its own group. Groups start heaviest first (
 :data:`HEAVY_FIRST`, from the last measured durations), so that the two workers finish together.
 """
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -49,6 +50,11 @@ def pytest_configure(config):
         os.environ[_CACHE_ENV] = folder
         os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # every program, not only slow ones
         os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+        # a size limit (never reached) turns on the cache's file lock: without it a worker could read an entry that
+        # the other was still writing ("Error reading persistent compilation cache entry ... truncated stream", a
+        # warning that a test turning warnings into errors failed on, 2026-11-28)
+        if importlib.util.find_spec("filelock") is not None:  # the lock's package (JAX refuses the limit without it)
+            os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**36))
         config._renormpp_jax_cache = folder
 
 

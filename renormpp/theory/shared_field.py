@@ -451,8 +451,7 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     3% in ε_g with 10 000 neurons on the linear teacher at α = 2). No importance weight enters: the neurons are at
     (F1), the field is left where they were last moved. Returns (m, Sigma, the population, residuals, reason)."""
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
-    P, D = Y.shape
-    eye, y_vec, burn = np.eye(P * D), Y.T.reshape(-1), maxiter // 2
+    burn = maxiter // 2
     residuals, rates, levels, L_W, L_C, reason = [], list(law.acceptance), list(law.levels), 0.0, 0.0, ""
     for k in range(maxiter):
         if k:
@@ -462,28 +461,42 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
         s = features(w, law.X, law.activation).T
         C, y, log_tilt = _per_neuron(s, m, Sigma, c)
         dK = _control(s, s, _normalized(-log_tilt)[0], K)  # prior over (F1) = 1 / tilt
-        one = np.ones(len(s))
-        LW, LC = (N1 * _moment(s, s, one, Z, dK).reshape(P * D, P * D)
-                  for Z in (C + np.einsum("ma,mb->mab", y, y), C))
+        LW, LC = _moments(s, np.ones(len(s)), C, y, dK, N1)
         a = 1.0 if k == 0 else damping if k < burn else max(damping / (1 + damping * (k - burn)), 1 / (k + 1))
         L_W, L_C = L_W + a * (LW - L_W), L_C + a * (LC - L_C)
-        Sigma_new = np.linalg.inv(T * eye + L_W)
-        A1 = T * eye + L_C
-        res = (np.linalg.norm(A1 @ m.T.reshape(-1) - y_vec) / np.linalg.norm(y_vec),
-               np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
+        m_new, Sigma_new, res = _field(L_W, L_C, m, Sigma, Y, T)
         if not np.all(np.isfinite(res)):
             reason = "the iteration produced a number that is not finite"
             break
         residuals.append(res)
         if k < maxiter - 1:
-            m = m + damping * (np.linalg.solve(A1, y_vec).reshape(D, P).T - m)
-            Sigma = Sigma + damping * (0.5 * (Sigma_new + Sigma_new.T) - Sigma)
+            m, Sigma = m + damping * (m_new - m), Sigma + damping * (Sigma_new - Sigma)
     if not reason and max(residuals[-1]) >= tol:
         reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} of the field with averaged moments "
                   f"did not fall below tol = {tol:g} in {maxiter} iterations ({burn} following the field, the rest "
                   "averaging); raise maxiter, or neurons")
     law = Population(gauss, xi, m.copy(), Sigma.copy(), c, law.X, law.activation, tuple(rates), tuple(levels), h)
     return m, Sigma, law, np.asarray(residuals).reshape(-1, 2), reason
+
+
+def _moments(s, rho, C, y, dK, N1):
+    r"""(F2)'s moments over the neurons ``s`` with weights ``rho``: :math:`L_W = N_1 E[W\otimes ss^\top]`,
+    W = (c+q)^{-1} + yy^T, and :math:`L_C = N_1 E[(c+q)^{-1}\otimes ss^\top]`, each (PD, PD)."""
+    PD = s.shape[1] * C.shape[1]
+    return tuple(N1 * _moment(s, s, rho, Z, dK).reshape(PD, PD) for Z in (C + np.einsum("ma,mb->mab", y, y), C))
+
+
+def _field(L_W, L_C, m, Sigma, Y, T):
+    r"""The field that (F2) gives from the moments (:func:`_moments`): the mean :math:`m' = (T + L_C)^{-1}y` (P, D),
+    the covariance :math:`\Sigma' = (T + L_W)^{-1}` (symmetrized), and the residuals of the present field (m, Sigma):
+    :math:`\|(T + L_C)m - y\|/\|y\|` and :math:`\|\Sigma' - \Sigma\|/\|\Sigma\|`."""
+    P, D = Y.shape
+    eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
+    Sigma_new = np.linalg.inv(T * eye + L_W)
+    A1 = T * eye + L_C
+    res = (np.linalg.norm(A1 @ m.T.reshape(-1) - y_vec) / np.linalg.norm(y_vec),
+           np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
+    return np.linalg.solve(A1, y_vec).reshape(D, P).T, 0.5 * (Sigma_new + Sigma_new.T), res
 
 
 def _moment(s1, s2, rho, W, dK):
@@ -640,7 +653,6 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng)
         return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
 
-    eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
     if averaged:
         law = move(law, m, Sigma)
         m, Sigma, law, residuals, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
@@ -669,13 +681,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                           f"log-weight lies {tail:.1f} above the median: more neurons help only where that is a few "
                           "units); continue from a converged neighbouring width (init=) or raise neurons")
                 break
-            W = C + np.einsum("ma,mb->mab", y, y)
-            Sigma_new = np.linalg.inv(T * eye + N1 * _moment(s, s, rho, W, dK).reshape(P * D, P * D))
-            Sigma_new = 0.5 * (Sigma_new + Sigma_new.T)
-            A1 = T * eye + N1 * _moment(s, s, rho, C, dK).reshape(P * D, P * D)
-            m_vec = m.T.reshape(-1)
-            res = (np.linalg.norm(A1 @ m_vec - y_vec) / np.linalg.norm(y_vec),
-                   np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
+            m_new, Sigma_new, res = _field(*_moments(s, rho, C, y, dK, N1), m, Sigma, Y, T)
             if not np.all(np.isfinite(res)):
                 reason = "the iteration produced a number that is not finite"
                 break
@@ -683,7 +689,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             if max(res) < tol:
                 settled = True
                 break
-            m, Sigma = mixer.step(m, np.linalg.solve(A1, y_vec).reshape(D, P).T, Sigma, Sigma_new)
+            m, Sigma = mixer.step(m, m_new, Sigma, Sigma_new)
         else:
             reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} did not fall below tol = {tol:g} "
                       f"in {maxiter} iterations; raise maxiter or lower damping")
