@@ -5,8 +5,9 @@ Many tests build the same tiny network at the same sizes (a point of `renormpp r
 size) in new closures, which JAX's in-memory cache does not recognize: each one compiled its programs anew, about 4 s
 of a tiny point's 5 s. The persistent cache keys a program by its HLO, so the second test that builds the same
 program loads it instead (the same executable: the draws are unchanged). The cache folder is new for every session
-(nothing carries over between runs, so a session's time is what a fresh clone sees) and is shared by the xdist
-workers, the subprocesses of the CLI tests and the notebooks' kernels through the environment.
+(nothing carries over between runs, so a session's time is what a fresh clone sees); each xdist worker has its own
+folder below it (see :data:`_ROOT_ENV`), shared with the subprocesses of its CLI tests and its notebooks' kernels
+through the environment.
 
 Compilation is most of many tests' time (65% of the sampler-against-NUTS test: 56 of 82 s alone), and most of it is
 LLVM optimizing machine code that runs for a second. The tests compile at LLVM's level 1 without its expensive passes
@@ -26,7 +27,6 @@ Both workers (``make test``: ``-n 2 --dist loadgroup``) share the work by groups
 module-scoped fixtures are built once), except the notebooks, each its own group. Groups start heaviest first (
 :data:`HEAVY_FIRST`, from the last measured durations), so that the two workers finish together.
 """
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -42,6 +42,16 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):  # b
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS: one thread per worker (docstring)
 
+#: the session's cache folder, set by the controller; each xdist worker keeps its programs in its own folder below it
+#: (before JAX reads the variable): JAX writes cache entries without a lock, and a worker read an entry that the other
+#: was still writing ("Error reading persistent compilation cache entry ... truncated stream", a warning that a test
+#: turning warnings into errors failed on, 2026-11-28). JAX's lock comes only with a size limit, whose eviction scans
+#: the whole folder at every write: the suite took 1483 s instead of ~850 with it. Programs shared between the
+#: workers saved ~20 of ~700 worker-seconds of compilation (issue 44), so little is lost.
+_ROOT_ENV = "RENORMPP_TEST_JAX_CACHE"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_ROOT_ENV) == os.environ.get(_CACHE_ENV):
+    os.environ[_CACHE_ENV] = os.path.join(os.environ[_ROOT_ENV], os.environ["PYTEST_XDIST_WORKER"])
+
 
 def pytest_configure(config):
     realdata.prepare()
@@ -50,11 +60,7 @@ def pytest_configure(config):
         os.environ[_CACHE_ENV] = folder
         os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # every program, not only slow ones
         os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-        # a size limit (never reached) turns on the cache's file lock: without it a worker could read an entry that
-        # the other was still writing ("Error reading persistent compilation cache entry ... truncated stream", a
-        # warning that a test turning warnings into errors failed on, 2026-11-28)
-        if importlib.util.find_spec("filelock") is not None:  # the lock's package (JAX refuses the limit without it)
-            os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**36))
+        os.environ[_ROOT_ENV] = folder
         config._renormpp_jax_cache = folder
 
 

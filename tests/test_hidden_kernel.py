@@ -144,8 +144,8 @@ def test_chains_sum_what_they_would_record_on_the_grid_of_cells():
     record = lambda p: {"x": p["x"], "pass": p["x"]}  # noqa: E731
     acc = Accumulator(lambda x: {"sq": x**2}, "pass", thin=3, pieces=3)
     chains = Chains(Langevin(model, step_size=0.1, observables=record), num_chains=2, accumulate=acc)
-    state = chains.init(jax.random.PRNGKey(0), 0, None, None)
-    state, draws, _ = chains.run(state, 14, 20, offset=5, cell=8)  # draws 5..18: cells [0, 8), [8, 16), [16, 24)
+    start = chains.init(jax.random.PRNGKey(0), 0, None, None)
+    state, draws, _ = chains.run(start, 14, 20, offset=5, cell=8)  # draws 5..18: cells [0, 8), [8, 16), [16, 24)
     assert "pass" not in draws and draws["x"].shape == (2, 14, 3)
     pieces = chains.pieces()
     assert [(a, b) for a, b, _ in pieces] == [(5, 8), (8, 16), (16, 19)]
@@ -156,6 +156,9 @@ def test_chains_sum_what_they_would_record_on_the_grid_of_cells():
         np.testing.assert_allclose(chains.sums["sq"][j], (draws["x"][:, mine] ** 2).sum(axis=(0, 1)), rtol=1e-6)
     with pytest.raises(ValueError, match="spans more than 3 cells"):
         chains.run(state, 14, 20, offset=0, cell=4)
+    _, unsummed, _ = chains.run(start, 14, 20, offset=5, cell=8, summing=False)  # the warmup's blocks: no sums
+    assert chains.sums is None and chains.pieces() == []
+    np.testing.assert_array_equal(unsummed["x"], draws["x"])  # and the same draws
 
 
 #: segments of the jackknife in the slow test: its errors carry S - 1 = 39 degrees of freedom

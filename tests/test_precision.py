@@ -69,7 +69,7 @@ def test_every_product_of_a_sampler_is_at_full_precision(kind):
     acc = infer.Accumulator(observables.hidden_sums(X, X_test), observables.HIDDEN)
     chains = infer.Chains(sampler, num_chains=2, accumulate=acc)
     state = chains.init(jax.random.PRNGKey(0), 5, X, Y, **kw)
-    _assert_full(jax.make_jaxpr(chains._block, static_argnums=4)(state, 3, 0, 3, 3), f"{kind}: a compiled block")
+    _assert_full(jax.make_jaxpr(chains._block, static_argnums=5)(state, 3, 0, 3, True, 3), f"{kind}: a compiled block")
     _assert_full(jax.make_jaxpr(lambda s: sampler.sample(s, (X, Y), kw))(state), f"{kind}: one step (MCMC.run)")
     if kind != "nuts":
         U = sampler._bound.potential((X, Y), kw)

@@ -74,3 +74,20 @@ def test_the_session_compiles_cheaply_and_blas_does_not_spin_beside_the_other_wo
     np.ones((64, 64)) @ np.ones((64, 64))
     blas = [p for p in threadpoolctl.threadpool_info() if p["internal_api"] == "openblas"]
     assert blas and all(p["num_threads"] == 1 for p in blas), blas
+
+
+def test_each_worker_compiles_into_its_own_cache_folder():
+    """JAX writes its persistent cache without a lock: two workers on one folder read each other's half-written
+    entries (conftest._ROOT_ENV). Under xdist each worker's folder lies below the session's, named after it."""
+    import os
+
+    import jax
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = os.environ.get(conftest._ROOT_ENV)
+    if not worker or not root:
+        import pytest
+
+        pytest.skip("not an xdist worker of a session with the test cache (make test runs it in one)")
+    assert os.environ[conftest._CACHE_ENV] == os.path.join(root, worker)
+    assert jax.config.jax_compilation_cache_dir == os.path.join(root, worker)

@@ -240,7 +240,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
     try:
         while not blocks.done(ck):
             n, warming = blocks.next(ck, r.target_error)
-            grid = {}
+            grid = {"summing": not warming}  # the warmup's draws are not summed (their sums would be dropped)
             if segments is not None and not warming:  # the block's draws on the grid of the kernel's cells
                 segments.coarsen(segments.cell_for(ck.n + n))
                 grid = dict(offset=ck.n, cell=segments.cell)

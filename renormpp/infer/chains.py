@@ -109,9 +109,9 @@ class Chains:
             x = summand(given)
             return jax.tree_util.tree_map(lambda a: a.sum(axis=0), x) if vectorized else x
 
-        @partial(jax.jit, static_argnums=4)
+        @partial(jax.jit, static_argnums=5)
         @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included (issue 45)
-        def block(state, n, offset, cell, length):
+        def block(state, n, offset, cell, summing, length):
             # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
             def step(carry, i):
                 st, sums = carry
@@ -124,7 +124,7 @@ class Chains:
                     # the summand (or zeros) under the condition, the sum updated in place outside it: a condition
                     # that returned the sums made XLA copy all of them at every draw (half of a draw's time on 2
                     # cores at P = 1000, issue 45)
-                    x = jax.lax.cond((i < n) & ((offset + i) % acc.thin == 0), summed,
+                    x = jax.lax.cond(summing & (i < n) & ((offset + i) % acc.thin == 0), summed,
                                      lambda g: jax.tree_util.tree_map(jnp.zeros_like, zero), given)
                     sums = jax.tree_util.tree_map(lambda a, x: jax.lax.dynamic_update_index_in_dim(
                         a, jax.lax.dynamic_index_in_dim(a, j, keepdims=False) + x, j, 0), sums, x)
@@ -139,7 +139,8 @@ class Chains:
 
         self._block = block
 
-    def run(self, state, num_draws: int, length: int | None = None, *, offset: int = 0, cell: int | None = None):
+    def run(self, state, num_draws: int, length: int | None = None, *, offset: int = 0, cell: int | None = None,
+            summing: bool = True):
         """``num_draws`` iterations from ``state``: ``(state, draws, stats)``, the draws of the sampler's sample field
         and the ``extra_fields``, as numpy arrays with axes (chain, draw, ...).
 
@@ -147,7 +148,8 @@ class Chains:
         and runs the first ``num_draws`` of them, so that blocks of different sizes share one compilation.
         ``offset`` (draws made before this block) and ``cell`` place the block's draws on the grid of the
         accumulated sums (:class:`Accumulator`; at most ``pieces`` cells per block; default: the block is one
-        cell)."""
+        cell); ``summing=False``: the block sums nothing (:attr:`sums` None; the warmup's draws, whose sums nobody
+        keeps)."""
         if self._block is None:
             raise RuntimeError("call init first: it binds the model arguments and compiles the block")
         num_draws = int(num_draws)
@@ -159,7 +161,7 @@ class Chains:
         if self.accumulate is not None and (offset + num_draws - 1) // cell - offset // cell >= self.accumulate.pieces:
             raise ValueError(f"a block of {num_draws} draws from draw {offset} spans more than "
                              f"{self.accumulate.pieces} cells of {cell} draws: use larger cells")
-        grid = (jnp.int32(offset), jnp.int32(cell))
+        grid = (jnp.int32(offset), jnp.int32(cell), jnp.bool_(summing))
 
         def chain_first(tree):
             return jax.tree_util.tree_map(lambda x: np.swapaxes(np.asarray(x)[:num_draws], 0, 1), tree)
@@ -178,7 +180,8 @@ class Chains:
                 sums = None if self.accumulate is None else \
                     jax.tree_util.tree_map(lambda *xs: sum(np.asarray(x) for x in xs), *[o[2] for o in outs])
         if self.accumulate is not None:
-            self.sums, self._last = jax.tree_util.tree_map(np.asarray, sums), (offset, num_draws, cell)
+            self.sums = jax.tree_util.tree_map(np.asarray, sums) if summing else None
+            self._last = (offset, num_draws, cell)
         if self.warn_divergences and "diverging" in stats:
             self._check_divergences(state, stats["diverging"])
         return new, draws, stats
