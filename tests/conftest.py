@@ -24,8 +24,12 @@ on two cores, a worker's idle BLAS threads took the cores from the other worker'
 the shared-field test against NUTS beside notebook 06: 72 s (25 s alone), 29 s with one thread; the pair 75 -> 45 s.
 
 Both workers (``make test``: ``-n 2 --dist loadgroup``) share the work by groups: a test file is one group (its
-module-scoped fixtures are built once), except the notebooks, each its own group. Groups start heaviest first (
-:data:`HEAVY_FIRST`, from the last measured durations), so that the two workers finish together.
+module-scoped fixtures are built once, its programs compiled once), except the notebooks, each its own group. Groups
+start heaviest first (:data:`HEAVY_FIRST`, from the last measured durations), so that the two workers finish
+together. The groups are made by :class:`GroupScheduling`, xdist's scheduler by group with the group computed from the
+test's id: xdist's own (``xdist_group`` marks, which it appends to ``item._nodeid``) groups nothing under pytest 9,
+whose ids no longer read that attribute, so every test was its own group and a file's module fixtures were built on
+both workers (issue 44: the `sweep` fixture of test_experiments.py, 15 s, twice).
 """
 import os
 import shutil
@@ -71,17 +75,20 @@ def pytest_unconfigure(config):
 
 
 #: the test files (and the notebooks) that take longest, heaviest first: they start first; the rest follow in order
-HEAVY_FIRST = ("test_paper.py", "test_infer.py", "test_experiments.py", "test_theory_beyond.py", "test_readme.py",
-               "test_starts.py", "test_cnn_model.py", "test_baselines.py", "notebook-06", "test_diagnostics.py",
-               "test_conv_validation.py", "test_trust.py", "test_readout.py", "test_deep.py", "notebook")
+HEAVY_FIRST = ("test_infer.py", "test_experiments.py", "test_paper.py", "test_readme.py", "test_theory_beyond.py",
+               "test_shared_field.py", "test_cnn_model.py", "test_gpu_kit.py", "notebook-06", "test_diagnostics.py",
+               "test_starts.py", "test_trust.py", "test_readout.py", "test_conv_validation.py", "test_baselines.py",
+               "test_deep.py", "test_validity.py", "test_tempering.py", "test_hidden_kernel.py", "test_mcmc.py",
+               "notebook")
 
 
-def _group(item) -> str:
-    """The xdist group of a test: its file, or for a notebook's run the notebook."""
-    name = item.path.name
-    if name == "test_notebooks.py" and "runs_at" in item.name:
-        return "notebook-" + item.callspec.id
-    return name
+def group(nodeid: str) -> str:
+    """The group of the test ``nodeid``: its file, or for a notebook's run the notebook."""
+    path, _, name = nodeid.partition("::")
+    file = path.rsplit("/", 1)[-1]
+    if file == "test_notebooks.py" and "runs_at" in name and "[" in name:
+        return "notebook-" + name[name.index("[") + 1:name.rindex("]")]
+    return file
 
 
 def _rank(group: str) -> int:
@@ -90,7 +97,21 @@ def _rank(group: str) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark every test with its xdist group (before xdist reads the marks) and put the heavy groups first."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    items.sort(key=lambda item: _rank(_group(item)))  # stable: the order within a group is kept
+    """Put the heavy groups first (the scheduler hands out the groups in the order of the collection)."""
+    items.sort(key=lambda item: _rank(group(item.nodeid)))  # stable: the order within a group is kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--dist loadgroup``: :class:`GroupScheduling` (see the module's docstring)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """xdist's scheduling by scope, a scope being a test's :func:`group`: each group runs whole on one worker."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+
+    return GroupScheduling(config, log)

@@ -148,7 +148,7 @@ def test_the_checker_sees_a_circle_and_a_layer_violation(tmp_path, monkeypatch):
 SPLIT = {
     "renormpp.plots": ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "discrepancy_vs_N1", "ess",
                        "generalization_vs_N1", "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis",
-                       "overlap_heatmaps", "overlaps_vs_N1", "scaling", "theory_lines", "trace", "validity_map"],
+                       "overlap_heatmaps", "overlaps_vs_N1", "save", "scaling", "theory_lines", "trace", "validity_map"],
     "renormpp.theory.conv": ["CHUNK_MEMORY", "CONV_METHODS", "ConvFit", "KERNEL_MEMORY", "PatchKernels",
                              "check_method", "solve", "_Problem", "_fit"],
 }

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 
 import renormpp as rp  # noqa: E402
@@ -190,3 +191,41 @@ def test_the_hidden_kernel_figure_and_its_report_section_speak_words(sweep):
     assert f"## {heading}" in page.read_text(), f"{page.name} has no section {heading!r}"
     section_text = page.read_text().split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     assert "(H1)" in section_text and "(H2)" in section_text
+
+
+@pytest.mark.parametrize("figure", ["overlap_heatmaps", "generalization_vs_N1"])
+def test_save_writes_the_files_of_savefig_drawing_each_once(sweep, tmp_path, figure):
+    """rp.plots.save (issue 44): the same PNG, pixel for pixel, and the same PDF pages as ``fig.savefig`` at the same
+    dpi, with one drawing per file where savefig of a constrained-layout figure draws twice (each solving the
+    layout); the figure keeps its layout engine."""
+    from matplotlib.testing.compare import compare_images
+
+    d, fit, results = sweep
+    make = {"overlap_heatmaps": lambda: plots.overlap_heatmaps(results),
+            "generalization_vs_N1": lambda: plots.generalization_vs_N1(results, fit, d.X_test, d.Y_test)}[figure]
+    reference = make()
+    reference.savefig(tmp_path / "reference.png", dpi=150)
+    fig = make()
+    engine, draws = fig.get_layout_engine(), []
+    original = fig.draw
+    fig.draw = lambda renderer: (draws.append(1), original(renderer))
+    plots.save(fig, tmp_path / "saved.png", tmp_path / "saved.pdf", dpi=150)
+    assert len(draws) == 2 and fig.get_layout_engine() is engine
+    assert compare_images(str(tmp_path / "reference.png"), str(tmp_path / "saved.png"), tol=0) is None
+    pdf = (tmp_path / "saved.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(b"/Type /Page ") >= 1
+    draws.clear()
+    reference.draw = lambda renderer: (draws.append(1), Figure.draw(reference, renderer))
+    reference.savefig(tmp_path / "again.png", dpi=150)
+    assert len(draws) == 2  # what save spares: savefig draws a constrained-layout figure twice per file
+
+
+def test_save_passes_a_figure_without_layout_engine_through(tmp_path):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(tmp_path / "reference.png", dpi=110)
+    plots.save(fig, tmp_path / "saved.png")
+    from matplotlib.testing.compare import compare_images
+
+    assert fig.get_layout_engine() is None
+    assert compare_images(str(tmp_path / "reference.png"), str(tmp_path / "saved.png"), tol=0) is None

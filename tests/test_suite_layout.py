@@ -2,18 +2,18 @@
 own, the heavy groups first; the slowest tests are printed at the end."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import conftest
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _group_of(item) -> str:
-    marks = [m.args[0] for m in item.iter_markers("xdist_group")]
-    assert len(marks) == 1, (item.nodeid, marks)
-    return marks[0]
+    return conftest.group(item.nodeid)
 
 
 def _recipe(target: str) -> str:
@@ -55,10 +55,44 @@ def test_every_notebook_is_its_own_group_and_every_other_file_one(request):
             assert found == {name}, (name, found)
 
 
+def test_make_test_schedules_by_these_groups():
+    """`--dist loadgroup` gets conftest's scheduler, whose scope of a test is its group (xdist's own grouping by
+    marks does nothing under pytest 9, issue 44)."""
+    from types import SimpleNamespace
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    config = SimpleNamespace(getvalue=lambda name: "loadgroup", option=SimpleNamespace(maxschedchunk=None))
+    sched = conftest.pytest_xdist_make_scheduler(config, log=None)
+    assert isinstance(sched, LoadScopeScheduling)
+    ids = ["tests/test_infer.py::test_a", "tests/test_infer.py::test_b[x-1]",
+           "tests/test_notebooks.py::test_notebook_runs_at_smoke_size[06_deep_networks.ipynb]",
+           "tests/test_notebooks.py::test_the_notebooks_are_valid"]
+    assert [sched._split_scope(i) for i in ids] == ["test_infer.py", "test_infer.py", "notebook-06_deep_networks.ipynb",
+                                                    "test_notebooks.py"]
+    config = SimpleNamespace(getvalue=lambda name: "load")
+    assert conftest.pytest_xdist_make_scheduler(config, log=None) is None
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_a_file_runs_on_one_worker(k):
+    """The tests of this file, as make test runs them (two workers), run on one worker: each records its worker in
+    a file of the session's folder, the last compares. On the old grouping (xdist_group marks) they ran on both."""
+    worker, root = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(conftest._ROOT_ENV)
+    if not worker or not root:
+        pytest.skip("not an xdist worker of a test session (make test runs it in one)")
+    record = Path(root) / "test_suite_layout.workers"
+    with record.open("a") as f:
+        f.write(f"{k} {worker}\n")
+    if k == 3:
+        seen = dict(line.split() for line in record.read_text().splitlines())
+        assert len(seen) == 4 and len(set(seen.values())) == 1, seen
+
+
 def test_heavy_groups_come_first_in_the_order_of_the_list(request):
     ranks = [conftest._rank(_group_of(item)) for item in request.session.items]
     assert ranks == sorted(ranks)
-    assert conftest._rank("test_paper.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)
+    assert conftest._rank("test_infer.py") == 0 and conftest._rank("test_kernels.py") == len(conftest.HEAVY_FIRST)
 
 
 def test_the_session_compiles_cheaply_and_blas_does_not_spin_beside_the_other_worker():
@@ -86,8 +120,6 @@ def test_each_worker_compiles_into_its_own_cache_folder():
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     root = os.environ.get(conftest._ROOT_ENV)
     if not worker or not root:
-        import pytest
-
         pytest.skip("not an xdist worker of a session with the test cache (make test runs it in one)")
     assert os.environ[conftest._CACHE_ENV] == os.path.join(root, worker)
     assert jax.config.jax_compilation_cache_dir == os.path.join(root, worker)

@@ -136,8 +136,7 @@ def draw(name: str, results: dict, folder: Path) -> tuple[list[str], "pd.DataFra
         axes[0][0].legend(fontsize="small")
         fig.suptitle(f"{series}: {FIGURES[name][1][series.split('-', 1)[1]]['name']}, ReLU")
         stem = folder / series
-        for ext in ("png", "pdf"):
-            fig.savefig(folder / f"{stem.name}.{ext}", dpi=150)
+        plots.save(fig, *(folder / f"{stem.name}.{ext}" for ext in ("png", "pdf")), dpi=150)
         plt.close(fig)
         files.append(f"{stem.name}.png")
     return files, table

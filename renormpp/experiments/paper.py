@@ -301,8 +301,8 @@ def plots():
 def _save(figure_, stem: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
-    for ext in ("png", "pdf"):  # not with_suffix: a stem may hold a dot (alpha0.1)
-        figure_.savefig(stem.parent / f"{stem.name}.{ext}", dpi=150)
+    # not with_suffix: a stem may hold a dot (alpha0.1)
+    plots().save(figure_, *(stem.parent / f"{stem.name}.{ext}" for ext in ("png", "pdf")), dpi=150)
     plt.close(figure_)
     return [f"{stem.name}.png"]
 

@@ -181,7 +181,7 @@ def report(outdir) -> Path:
         figures["kernel_vs_N1.png"] = lambda: plots.kernel_vs_N1(kernels, fit=base)
     for name, make in figures.items():
         fig = make()
-        fig.savefig(outdir / name, dpi=110)
+        plots.save(fig, outdir / name)
         plt.close(fig)
 
     missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
@@ -228,7 +228,7 @@ def local_section(sw: Sweep, outdir: Path) -> list[str]:
     for ds in local_overlaps(sw):
         name = f"local_overlaps_N1={ds.attrs['N1']}.png"
         fig = plots.local_overlaps(ds)
-        fig.savefig(outdir / name, dpi=110)
+        plots.save(fig, outdir / name)
         plt.close(fig)
         out += [f"* N1 = {ds.attrs['N1']}: {local.summary(ds)}", "", f"  ![local overlaps]({name})", ""]
     return out
@@ -432,7 +432,7 @@ def scaling_report(outdir: Path, cfg, done) -> Path:
         fits = pd.DataFrame(fits)
         fits.to_csv(outdir / "extrapolation.csv", index=False)
         fig = plots.scaling(_groups(table), fits)
-        fig.savefig(outdir / "scaling.png", dpi=110)
+        plots.save(fig, outdir / "scaling.png")
         plt.close(fig)
         lines += ["![Delta against 1/N1](scaling.png)", "", "## Extrapolation to 1/N1 = 0", "",
                   "| quantity | theory | Delta_inf (relative) | slope c | chi2/dof | points |", "|---|---|---|---|---|---|"]

@@ -499,7 +499,7 @@ def save_figures(folder, ds, draws, dt, class_names) -> None:
             warnings.simplefilter("ignore", diagnostics.ShortRunWarning)  # already listed in comparison.md
             fig = make()
         fig = getattr(fig, "figure", fig)
-        fig.savefig(folder / name, dpi=110)
+        plots.save(fig, folder / name)
         plt.close(fig)
 
 

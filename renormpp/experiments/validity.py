@@ -446,10 +446,10 @@ def write(out, size: str = "full", t=None, beyond: bool = True) -> Path:
     for (teacher, act), g in syn.groupby(["teacher", "activation"], sort=False):
         drawn = [th for th in THEORIES if np.isfinite(g[g.theory == th].prediction).any()]  # none for ReLU: no panel
         fig = plots.validity_map(g, theories=drawn, title=f"{teacher} teacher, {act} network, P = {g.P.iloc[0]}")
-        fig.savefig(out / _map_name(teacher, act), dpi=110)
+        plots.save(fig, out / _map_name(teacher, act))
         plt.close(fig)
     if (t.family == "real").any():
         fig = plots.discrepancy_vs_N1(t[t.family == "real"], theories=("exact", "corrected", *BEYOND))
-        fig.savefig(out / "discrepancy.png", dpi=110)
+        plots.save(fig, out / "discrepancy.png")
         plt.close(fig)
     return out

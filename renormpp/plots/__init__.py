@@ -16,14 +16,15 @@ per figure, named after it:
 * :mod:`.monte_carlo`: :func:`mc_analysis`, thermalization trace, histogram and blocking plateau (supplement's MC
   figure), for the pooled chains with the same estimate as the report; :func:`trace`, :func:`autocorr`,
   :func:`ess`: arviz-plots on a DataTree (:func:`renormpp.diagnostics.to_datatree`).
-* ``_common``: what they share: :data:`POINTS`, :data:`HOLLOW`, :func:`log_axis`, and :func:`theory_lines` (the
-  curves of every theory method over a grid of widths).
+* ``_common``: what they share: :data:`POINTS`, :data:`HOLLOW`, :func:`log_axis`, :func:`theory_lines` (the
+  curves of every theory method over a grid of widths) and :func:`save` (a figure to its files, laid out once).
 
-Every function returns a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig(path)``. Points whose error
+Every function returns a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig(path)``, or with
+``rp.plots.save(fig, "a.png", "a.pdf")``: the same files, drawn once per file after one layout (faster). Points whose error
 bar does not hold (a run too short: ``reliable`` False) or that have not settled (``settled`` False: the chains
 disagree or the mean drifts) are drawn hollow. N1 axes are ticked at the sampled widths; legends and notes keep off the data.
 """
-from ._common import HOLLOW, POINTS, log_axis, theory_lines
+from ._common import HOLLOW, POINTS, log_axis, save, theory_lines
 from .generalization import architectures_vs_N1, generalization_vs_N1
 from .hidden_kernel import kernel_vs_N1
 from .monte_carlo import autocorr, ess, mc_analysis, trace
@@ -31,5 +32,5 @@ from .overlaps import local_overlaps, overlap_heatmaps, overlaps_vs_N1
 from .validity import discrepancy_vs_N1, scaling, validity_map
 
 __all__ = ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "discrepancy_vs_N1", "ess", "generalization_vs_N1",
-           "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis", "overlap_heatmaps", "overlaps_vs_N1", "scaling",
-           "theory_lines", "trace", "validity_map"]
+           "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis", "overlap_heatmaps", "overlaps_vs_N1", "save",
+           "scaling", "theory_lines", "trace", "validity_map"]

@@ -1,6 +1,6 @@
 """What the figures share: matplotlib (imported on first use), the look of the sampled points (error bars over the
-markers, hollow where the error bar does not hold), the log N1 axis ticked at the sampled widths, and the theory's
-curves over a grid of widths."""
+markers, hollow where the error bar does not hold), the log N1 axis ticked at the sampled widths, the theory's
+curves over a grid of widths, and saving a figure to its files with one layout and one drawing per file."""
 from __future__ import annotations
 
 import numpy as np
@@ -44,13 +44,40 @@ def log_axis(ax, N1s):
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def theory_lines(fit, N1_grid, X_test=None, Y_test=None) -> dict:
-    """The curves of every theory method (:data:`renormpp.theory.METHODS`) over ``N1_grid`` from one kernel
-    eigendecomposition: ``{method: {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set; NaN where a
-    method does not apply, :func:`renormpp.theory.fit_or_reason`)."""
-    out = {m: {"eps_g": [], "Q": []} for m in theory.METHODS}
+def save(fig, *paths, dpi: float = 110) -> None:
+    """Write ``fig`` to each of ``paths`` (the format from the suffix) at ``dpi``: the same files as ``fig.savefig``,
+    drawn once per file after one layout.
+
+    ``fig.savefig`` of a figure with a layout engine (constrained layout, as every figure of :mod:`renormpp.plots`)
+    draws the figure twice per file, each drawing solving the layout again; with text-heavy figures (the overlap
+    heatmaps write every value) that was a third of a small run's time (issue 44). Here the layout is solved once at
+    ``dpi`` and held while the files are drawn; the figure keeps its layout engine afterwards."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        for path in paths:
+            fig.savefig(path, dpi=dpi)
+        return
+    fig.set_dpi(dpi)
+    engine.execute(fig)
+    # positions kept, engine detached: savefig neither draws ahead nor solves the layout again. Matplotlib has no public
+    # way to detach it (set_layout_engine("none") leaves a placeholder engine, which savefig draws ahead for); the
+    # tests compare the files with savefig's and count the drawings.
+    fig._layout_engine = None
+    try:
+        for path in paths:
+            fig.savefig(path, dpi=dpi)
+    finally:
+        fig._layout_engine = engine
+
+
+def theory_lines(fit, N1_grid, X_test=None, Y_test=None, methods=None) -> dict:
+    """The curves of every theory method (:data:`renormpp.theory.METHODS`, or those of ``methods``) over ``N1_grid``
+    from one kernel eigendecomposition: ``{method: {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set;
+    NaN where a method does not apply, :func:`renormpp.theory.fit_or_reason`)."""
+    methods = tuple(theory.METHODS) if methods is None else tuple(methods)
+    out = {m: {"eps_g": [], "Q": []} for m in methods}
     for N1 in N1_grid:
-        for m in theory.METHODS:
+        for m in methods:
             th = theory.refit_or_none(fit, m, N1=N1)
             ok = th is not None
             out[m]["eps_g"].append(th.generalization_error(X_test, Y_test) if ok and X_test is not None else np.nan)

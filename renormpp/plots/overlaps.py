@@ -96,7 +96,7 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
     N1s, grid = _N1_grid(results, N1_grid, fit)
     D = int(results[0].attrs["D"])
     names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
-    lines = theory_lines(fit, grid) if fit is not None else None
+    lines = theory_lines(fit, grid, methods=(theory.REFERENCE, theory.BASELINE)) if fit is not None else None
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10.5, 7), sharex=True, constrained_layout=True)
     diag = [(a, a) for a in range(D)][:max_pairs]
     off = [(a, b) for a in range(D) for b in range(a + 1, D)][:max_pairs]
