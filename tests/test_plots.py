@@ -206,11 +206,11 @@ def test_save_writes_the_files_of_savefig_drawing_each_once(sweep, tmp_path, fig
     reference = make()
     reference.savefig(tmp_path / "reference.png", dpi=150)
     fig = make()
-    engine, draws = fig.get_layout_engine(), []
+    engine, dpi, draws = fig.get_layout_engine(), fig.get_dpi(), []
     original = fig.draw
     fig.draw = lambda renderer: (draws.append(1), original(renderer))
     plots.save(fig, tmp_path / "saved.png", tmp_path / "saved.pdf", dpi=150)
-    assert len(draws) == 2 and fig.get_layout_engine() is engine
+    assert len(draws) == 2 and fig.get_layout_engine() is engine and fig.get_dpi() == dpi != 150
     assert compare_images(str(tmp_path / "reference.png"), str(tmp_path / "saved.png"), tol=0) is None
     pdf = (tmp_path / "saved.pdf").read_bytes()
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page\n") + pdf.count(b"/Type /Page ") >= 1

@@ -51,13 +51,14 @@ def save(fig, *paths, dpi: float = 110) -> None:
     ``fig.savefig`` of a figure with a layout engine (constrained layout, as every figure of :mod:`renormpp.plots`)
     draws the figure twice per file, each drawing solving the layout again; with text-heavy figures (the overlap
     heatmaps write every value) that was a third of a small run's time (issue 44). Here the layout is solved once at
-    ``dpi`` and held while the files are drawn; the figure keeps its layout engine afterwards."""
+    ``dpi`` and held while the files are drawn; the figure keeps its layout engine and its dpi afterwards."""
     engine = fig.get_layout_engine()
     if engine is None:
         for path in paths:
             fig.savefig(path, dpi=dpi)
         return
-    fig.set_dpi(dpi)
+    shown = fig.get_dpi()
+    fig.set_dpi(dpi)  # the layout of the files' resolution (savefig lays out at its dpi too)
     engine.execute(fig)
     # positions kept, engine detached: savefig neither draws ahead nor solves the layout again. Matplotlib has no public
     # way to detach it (set_layout_engine("none") leaves a placeholder engine, which savefig draws ahead for); the
@@ -68,6 +69,7 @@ def save(fig, *paths, dpi: float = 110) -> None:
             fig.savefig(path, dpi=dpi)
     finally:
         fig._layout_engine = engine
+        fig.set_dpi(shown)
 
 
 def theory_lines(fit, N1_grid, X_test=None, Y_test=None, methods=None) -> dict:
