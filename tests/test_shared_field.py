@@ -207,7 +207,6 @@ def test_bad_input_is_refused_with_the_problem_named():
 
 # ---- against sampled networks -----------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.slow
 def test_moved_neurons_average_their_moments_and_their_populations():
     """proposal="mcmc" solves (F2) by stochastic approximation on a persistent population and predicts from the
     averages of several populations (16, each 3 Langevin steps on from the last), because (F2) and (F3) invert
@@ -232,6 +231,27 @@ def test_moved_neurons_average_their_moments_and_their_populations():
         single.append(replace(fit, populations=1).generalization_error(X0, Y0) / ref_eps - 1)
     print(f"16 populations {np.round(averaged, 4).tolist()}, one {np.round(single, 4).tolist()}")
     assert np.max(np.abs(averaged)) < 0.03 and np.std(averaged) < 0.5 * np.std(single), (averaged, single)
+
+
+def test_a_moved_neuron_fit_compiles_its_tilt_once_for_its_solve_and_predictions(caplog):
+    """(F1)'s log-density and gradient (the MALA steps of the moved neurons) is one program per shape, reused by the
+    solve and by every ``predict``: it was compiled again at each call (about 2 s of a small fit's 2 s prediction).
+    Two fits of other data of the same shapes reuse it too, and give their own predictions."""
+    import logging
+
+    import jax
+
+    X, Y, X0, _ = _data()
+    fit = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=10, tol=1.0, populations=3)
+    assert fit.converged, fit.reason
+    first = fit.predict(X0).mean
+    other = sf.solve(X, -Y, N1=8, T=0.05, neurons=500, maxiter=10, tol=1.0, populations=3)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        again, flipped = fit.predict(X0).mean, other.predict(X0).mean
+    compiled = [r.getMessage() for r in caplog.records if "ell" in r.getMessage() and "ompil" in r.getMessage()]
+    assert not compiled, compiled
+    np.testing.assert_array_equal(again, first)  # the same fit, the same populations: the same numbers
+    assert np.corrcoef(flipped.ravel(), first.ravel())[0, 1] < -0.9  # its own data's predictions, not a stale copy
 
 
 def test_against_sampled_networks_at_two_widths():

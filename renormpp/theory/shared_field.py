@@ -94,6 +94,7 @@ more). On the linear teacher with few inputs (N0/P = 0.1), where the exact theor
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -377,40 +378,50 @@ def _tilt_target(X, activation, lambda0, c, chunk: int = 4096):
     r"""The log-density of (F1) over prior-over-proposal in the coordinates ξ of a Gaussian proposal, and its
     gradient: ``target(xi, gauss, m, Sigma) -> (ell (M,), grad (M, N0))``, :math:`\ell(\xi)` = the log tilt of (F1)
     at w(ξ) plus the log of prior over proposal (Proposal.draw's, up to a constant); so that (F1) in these coordinates
-    is :math:`\propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`. JAX in local float64, ``chunk`` neurons at a time,
-    compiled once per shape (the field and the proposal are arguments)."""
-    import jax
+    is :math:`\propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`. JAX in local float64, ``chunk`` neurons at a time.
+    The inputs, the field and the proposal are arguments of one program (:func:`_tilt_step`) compiled once per
+    shape: every solve and every ``predict`` of the same shapes reuse it (each call compiled it again before, about
+    two seconds a prediction)."""
     import jax.numpy as jnp
 
     from ..network import x64_context
 
-    act = get_activation(activation).fn
-    N0 = X.shape[1]
+    step = _tilt_step(activation, float(lambda0), float(c))
+    with x64_context():
+        X = jnp.asarray(X, jnp.float64)
 
-    def ell(xi, B, mean, L, m, S):
+    def target(xi, gauss, m, Sigma):
+        P, D = m.shape
+        with x64_context():
+            args = (X, gauss.basis, gauss.mean, gauss.chol, m, Sigma.reshape(D, P, D, P))
+            parts = [step(jnp.asarray(xi[k:k + chunk]), *args) for k in range(0, len(xi), chunk)]
+            return (np.concatenate([np.asarray(v) for v, _ in parts]),
+                    np.concatenate([np.asarray(g) for _, g in parts]))
+
+    return target
+
+
+@lru_cache(maxsize=16)
+def _tilt_step(activation, lambda0: float, c: float):
+    """The compiled ``(ell, grad)`` of :func:`_tilt_target` over a chunk of neurons, for one activation, lambda0 and
+    c: ``step(xi, X, B, mean, L, m, S)``."""
+    import jax
+    import jax.numpy as jnp
+
+    act = get_activation(activation).fn
+
+    def ell(xi, X, B, mean, L, m, S):
         eta = xi @ B
         u = mean + eta @ L.T
         w = xi / np.sqrt(lambda0) + (u - eta / np.sqrt(lambda0)) @ B.T
-        s = act(X @ w / np.sqrt(N0))
+        s = act(X @ w / np.sqrt(X.shape[1]))
         q = jnp.einsum("p,apbq,q->ab", s, S, s)
         z = m.T @ s
         D = len(z)
         log_tilt = -0.5 * jnp.linalg.slogdet(jnp.eye(D) + q / c)[1] + 0.5 * z @ jnp.linalg.solve(c * jnp.eye(D) + q, z)
         return log_tilt - 0.5 * lambda0 * u @ u + 0.5 * eta @ eta
 
-    with x64_context():
-        X = jnp.asarray(X, jnp.float64)
-        step = jax.jit(jax.vmap(jax.value_and_grad(ell), in_axes=(0, None, None, None, None, None)))
-
-    def target(xi, gauss, m, Sigma):
-        P, D = m.shape
-        with x64_context():
-            args = (gauss.basis, gauss.mean, gauss.chol, m, Sigma.reshape(D, P, D, P))
-            parts = [step(jnp.asarray(xi[k:k + chunk]), *args) for k in range(0, len(xi), chunk)]
-            return (np.concatenate([np.asarray(v) for v, _ in parts]),
-                    np.concatenate([np.asarray(g) for _, g in parts]))
-
-    return target
+    return jax.jit(jax.vmap(jax.value_and_grad(ell), in_axes=(0,) + (None,) * 6))
 
 
 def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5):
