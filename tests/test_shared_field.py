@@ -233,6 +233,20 @@ def test_moved_neurons_average_their_moments_and_their_populations():
     assert np.max(np.abs(averaged)) < 0.03 and np.std(averaged) < 0.5 * np.std(single), (averaged, single)
 
 
+def test_a_long_maxiter_is_a_cap_the_averaged_solve_stops_at_the_tolerance():
+    """With neurons moved to (F1) a maxiter above the default 80 is a cap: once averaging (its second half) the solve
+    stops at the first residual below tol; a solve of the default
+    length runs it through, however early its residuals fall (a tol of 1 is met at once), so its answers do not
+    change. Measured here: tol 1e-2 stops at iteration 94, 3e-3 at 125."""
+    X, Y, _, _ = _data()
+    for tol in (1e-2, 3e-3):
+        fit = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=160, tol=tol, populations=2)
+        worst = np.max(fit.residuals, axis=1)
+        assert fit.converged and 80 < fit.n_iter < 160 and worst[-1] < tol, (tol, fit.n_iter, fit.reason)
+        assert np.all(worst[80:-1] >= tol)  # the first one below it, from the averaging's start
+    assert sf.solve(X, Y, N1=8, T=0.05, neurons=500, tol=1.0, populations=2).n_iter == 80
+
+
 def test_a_moved_neuron_fit_compiles_its_tilt_once_for_its_solve_and_predictions(caplog):
     """(F1)'s log-density and gradient (the MALA steps of the moved neurons) is one program per shape, reused by the
     solve and by every ``predict``: it was compiled again at each call (about 2 s of a small fit's 2 s prediction).

@@ -92,7 +92,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     data, N1 = sweep.data, cfg["model"]["N1"][0]
     exact = rp.theory.solve(data.X, data.Y, N1=N1, T=0.01)
     adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, maxiter=validity.ADAPTIVE_MAXITER)
-    shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.SHARED_FIELD_MAXITER,
+    shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.GRIDS["smoke"].maxiter,
                                           proposal=validity.SHARED_FIELD_PROPOSAL,
                                           neurons=validity.GRIDS["smoke"].neurons)
     eps = t[t.quantity == "eps_g"].set_index("theory")
@@ -122,8 +122,10 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
 
 def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation(tmp_path):
     """A series' shared-field rows (validity._solve_beyond) are the solves at its widths, widest first, each from the
-    last converged one, recomputed here by hand, with the neurons moved to (F1) (SHARED_FIELD_PROPOSAL); a kept row
-    of another method is solved again; a ReLU network gets the reason and no number."""
+    last converged one, recomputed here by hand, with the neurons moved to (F1) (SHARED_FIELD_PROPOSAL) and the map
+    size's neurons and iterations; a kept row of another method or of other iterations is solved again; a ReLU
+    network gets the reason and no number."""
+    from dataclasses import replace
     from types import SimpleNamespace
 
     rng = np.random.default_rng(0)
@@ -131,26 +133,34 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
     W = rng.normal(size=(5, 2))
     data = SimpleNamespace(X=X, Y=np.tanh(X @ W), X_test=X0, Y_test=np.tanh(X0 @ W))
     model = {"N1": [16, 32], "T": 0.05, "lambda0": 1.0, "lambda1": 1.0, "activation": "erf"}
-    rows = validity._solve_beyond("shared_field", data, model, model["N1"], 4000)
-    kw = dict(T=0.05, maxiter=validity.SHARED_FIELD_MAXITER, neurons=4000, proposal=validity.SHARED_FIELD_PROPOSAL)
+    grid = replace(validity.GRIDS["smoke"], neurons=4000, maxiter=60)
+    rows = validity._solve_beyond("shared_field", data, model, model["N1"], grid)
+    kw = dict(T=0.05, maxiter=60, neurons=4000, proposal=validity.SHARED_FIELD_PROPOSAL)
     wide = rp.theory.shared_field.solve(X, data.Y, N1=32, **kw)
     narrow = rp.theory.shared_field.solve(X, data.Y, N1=16, init=wide, **kw)
     for N1, fit in ((32, wide), (16, narrow)):
         assert fit.converged and rows[N1]["converged"]
         assert rows[N1]["eps_g"] == pytest.approx(fit.generalization_error(X0, data.Y_test), rel=1e-10)
         np.testing.assert_allclose(rows[N1]["overlap"], np.diag(fit.readout_overlap), rtol=1e-10)
-    assert all(row["proposal"] == validity.SHARED_FIELD_METHOD for row in rows.values())
+    assert all(row["proposal"] == validity.SHARED_FIELD_METHOD and row["maxiter"] == 60 for row in rows.values())
     # a kept row of another method (rows without one: the fitted proposal's; "mcmc": the earlier rounds) is solved again
+    kept = {"eps_g": 789.0, "converged": True, "reason": "", "proposal": validity.SHARED_FIELD_METHOD, "maxiter": 60}
     cache = {"s/N1=16": {"eps_g": 123.0, "converged": True, "reason": ""},
-             "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"},
-             "s/N1=8": {"eps_g": 789.0, "converged": True, "reason": "", "proposal": validity.SHARED_FIELD_METHOD}}
+             "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"}, "s/N1=8": kept}
     path = tmp_path / "shared_field.json"
-    row = validity._beyond("shared_field", data, model, 16, cache, "s", path, 4000)
+    row = validity._beyond("shared_field", data, model, 16, cache, "s", path, grid)
     assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10) and cache["s/N1=32"] == rows[32]
-    assert validity._beyond("shared_field", data, model, 32, {"s/N1=32": cache["s/N1=32"]}, "s", path, 4000,
+    assert validity._beyond("shared_field", data, model, 32, {"s/N1=32": cache["s/N1=32"]}, "s", path, grid,
                             compute=False) == rows[32]
-    assert validity._beyond("shared_field", data, model, 8, cache, "s", path, 4000)["eps_g"] == 789.0  # kept
-    relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], 4000)
+    assert validity._beyond("shared_field", data, model, 8, cache, "s", path, grid)["eps_g"] == 789.0  # kept
+    # the same method with other iterations (a row without them: the solve's default then, 80) is solved again
+    for other in (dict(kept, maxiter=160), {k: v for k, v in kept.items() if k != "maxiter"}):
+        row = validity._beyond("shared_field", data, model, 16, {"s/N1=16": other}, "s", path, grid)
+        assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10)
+    assert validity._beyond("shared_field", data, model, 16, {"s/N1=16": {k: v for k, v in kept.items()
+                                                                          if k != "maxiter"}}, "s", path,
+                            replace(grid, maxiter=80), compute=False)["eps_g"] == 789.0  # the old default: kept
+    relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], grid)
     assert "eps_g" not in relu[16] and "odd activations only" in relu[16]["reason"]
 
 

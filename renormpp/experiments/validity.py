@@ -52,9 +52,6 @@ BEYOND = ("adaptive", "shared_field")
 THEORIES = ("exact", "corrected", "infinite_width", *BEYOND)
 #: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all: issue 32)
 ADAPTIVE_MAXITER = 60
-#: iterations of the shared-field theory per point (None: its solve's default, 80 of stochastic approximation with
-#: neurons moved to (F1); issue 46)
-SHARED_FIELD_MAXITER = None
 #: how the shared-field theory averages over (F1): its neurons moved there by MCMC (the Gaussian proposal's importance
 #: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7)
 SHARED_FIELD_PROPOSAL = "mcmc"
@@ -79,6 +76,10 @@ class Size:
     #: the shared-field theory's neurons (10 000 left the linear teacher at N0/P = 0.1, alpha = 2 unsettled with
     #: Pareto k 0.74; 40 000 converge there, k 0.57)
     neurons: int = 40_000
+    #: the most iterations of the shared-field theory's stochastic approximation, a cap (past 80 its solve stops at
+    #: the tolerance): its default, 80, stops short on MNIST P = 200 at alpha = 2 and 4, where they cross it at
+    #: 90-120 (docs/validity.md, issue 46)
+    maxiter: int = 160
     #: real-data series: ``{name: (data table, P, N1 list, max_seconds, target)}``
     real: dict = field(default_factory=dict)
 
@@ -99,10 +100,10 @@ GRIDS = {
     # 2 x 2 grid, erf and ReLU on a linear teacher, P = 40, short runs (about two minutes on 2 cores): the shape of
     # the result, with wide error bars
     "quick": Size(P=40, alphas=(1, 4), ratios=(0.25, 2.0), teachers=("linear",), activations=("erf", "relu"),
-                  num_samples=300, max_seconds=None, target=None, neurons=10_000),
+                  num_samples=300, max_seconds=None, target=None, neurons=10_000, maxiter=80),
     # the pipeline end to end in seconds (the tests): the numbers mean nothing
     "smoke": Size(P=24, alphas=(2,), ratios=(1.0,), teachers=("linear",), activations=("erf",), num_samples=40,
-                  max_seconds=None, target=None, P_test=40, neurons=2_000),
+                  max_seconds=None, target=None, P_test=40, neurons=2_000, maxiter=80),
 }
 
 
@@ -201,12 +202,12 @@ def _row(fit, data, reason: str) -> dict:
             "overlap": [float(x) for x in np.diag(fit.readout_overlap)], "converged": True, "reason": ""}
 
 
-def _solve_beyond(theory: str, data, model: dict, widths, neurons: int) -> dict:
+def _solve_beyond(theory: str, data, model: dict, widths, grid: Size) -> dict:
     """``{N1: row}``, eps_g and the diagonal overlaps of a theory of :data:`BEYOND` at ``widths``: the adaptive theory
     solves each width alone; the shared-field theory solves them widest first, each continued from the last converged
     (:func:`renormpp.theory.shared_field.continued`: from the exact theory's field it degenerates where continuation
-    converges; ``neurons`` of :func:`~renormpp.theory.shared_field.solve`). ``widths`` are a series' planned widths,
-    so a point's row does not depend on which points were solved before it."""
+    converges; with the ``neurons`` and ``maxiter`` of the map's size ``grid``). ``widths`` are a series' planned
+    widths, so a point's row does not depend on which points were solved before it."""
     from ..theory import adaptive, shared_field
 
     if model["activation"] not in ("erf", "tanh", "linear"):
@@ -218,24 +219,27 @@ def _solve_beyond(theory: str, data, model: dict, widths, neurons: int) -> dict:
         if theory == "adaptive":
             fits = {N1: adaptive.solve(data.X, data.Y, N1, maxiter=ADAPTIVE_MAXITER, **args) for N1 in widths}
             return {N1: _row(f, data, f"did not converge (relative change {f.change:.2g})") for N1, f in fits.items()}
-        return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_METHOD}
-                for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=SHARED_FIELD_MAXITER,
-                                                     proposal=SHARED_FIELD_PROPOSAL,
-                                                     neurons=neurons, **args)}
+        return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_METHOD,
+                                                                       "maxiter": grid.maxiter}
+                for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=grid.maxiter,
+                                                     proposal=SHARED_FIELD_PROPOSAL, neurons=grid.neurons, **args)}
 
 
-def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, path: Path, neurons: int,
+def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, path: Path, grid: Size,
             compute: bool = True) -> dict:
     """The row of :func:`_solve_beyond` at width ``N1`` of ``series``, kept in ``cache`` and saved to ``path`` at once
-    (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together."""
+    (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together.
+    A kept shared-field row of another method, or of another number of iterations (rows without one: the solve's
+    default then, 80), is solved again."""
     key = f"{series}/N1={N1}"
-    if theory == "shared_field" and key in cache and cache[key].get("proposal", "fitted") != SHARED_FIELD_METHOD:
+    if theory == "shared_field" and key in cache and (cache[key].get("proposal", "fitted") != SHARED_FIELD_METHOD
+                                                      or cache[key].get("maxiter", 80) != grid.maxiter):
         del cache[key]  # solved with another average over (F1) (rows without one: the fitted proposal's): again
     if key not in cache:
         if not compute:
             return {"reason": f"not computed yet (the map's tables were written without the {theory} theory)"}
         widths = model["N1"] if theory == "shared_field" else [N1]
-        rows = _solve_beyond(theory, data, model, widths, neurons)
+        rows = _solve_beyond(theory, data, model, widths, grid)
         cache.update({f"{series}/N1={n}": row for n, row in rows.items()})
         write_atomic(path, json.dumps(cache, indent=1))
     return cache[key]
@@ -269,11 +273,11 @@ def table(out, size: str = "full", beyond: bool = True) -> "pd.DataFrame":
     rows = []
     with threadpool_limits(limits=1, user_api="blas"):  # many BLAS threads on busy cores: up to 80x slower
         for name, cfg in configs(size, out).items():
-            rows += _rows(name, cfg, caches, paths, beyond, _grid(size).neurons)
+            rows += _rows(name, cfg, caches, paths, beyond, _grid(size))
     return pd.DataFrame(rows)
 
 
-def _rows(name: str, cfg: dict, caches: dict, paths: dict, beyond: bool, neurons: int) -> list[dict]:
+def _rows(name: str, cfg: dict, caches: dict, paths: dict, beyond: bool, grid: Size) -> list[dict]:
     """The rows of one series (none where it has not started)."""
     folder = Path(cfg["run"]["out"])
     if not (folder / "config.toml").exists() or not any((folder / "points").glob("*/result.json")):
@@ -292,7 +296,7 @@ def _rows(name: str, cfg: dict, caches: dict, paths: dict, beyond: bool, neurons
         N1 = int(ds.attrs["N1"])
         point = dict(where, N1=N1, alpha=where["P"] / N1, ratio=where["N0"] / where["P"], draws=int(ds.attrs["draws"]),
                      **_kernel(f for r, f in sweep.done if r.get("N1") == N1))
-        solved = {th: _beyond(th, sweep.data, model, N1, caches[th], name, paths[th], neurons, beyond)
+        solved = {th: _beyond(th, sweep.data, model, N1, caches[th], name, paths[th], grid, beyond)
                   for th in BEYOND}
         for q in [str(x) for x in ds.quantity.values]:
             diagonal = q.startswith("overlap[") and q[8] == q[10]
