@@ -180,6 +180,32 @@ def test_the_tilt_target_is_f1_over_the_proposal_and_its_gradient_is_exact():
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
+def test_the_quadratic_forms_gradient_from_one_product_is_autodiffs():
+    """(F1)'s q_ab = s Sigma_ab s with its gradient from the one product Sigma s (shared_field._quadratic, by the
+    symmetry of Sigma) against autodiff of the einsum, D = 1 and 3, vectorized over neurons as the moves use it.
+    The cotangent G is not symmetric, so that the two halves of the gradient differ (the moves' cotangent is; planted
+    bug, U[a, :, b] twice instead of U[a, :, b] + U[b, :, a]: fails here, not in the finite-difference test above)."""
+    import jax
+    import jax.numpy as jnp
+
+    from renormpp.network import x64_context
+
+    rng = np.random.default_rng(5)
+    quadratic = sf._quadratic()
+    for D in (1, 3):
+        P = 7
+        A = rng.normal(size=(P * D, P * D))
+        S, s, G = (A @ A.T).reshape(D, P, D, P), rng.normal(size=(4, P)), rng.normal(size=(D, D))
+        with x64_context():
+            def loss(f):
+                return jax.vmap(jax.value_and_grad(lambda s, S: jnp.sum(jnp.asarray(G) * f(s, S))),
+                                in_axes=(0, None))(jnp.asarray(s), jnp.asarray(S))
+            value, grad = loss(quadratic)
+            value_ref, grad_ref = loss(lambda s, S: jnp.einsum("p,apbq,q->ab", s, S, s))
+        np.testing.assert_allclose(value, value_ref, rtol=1e-12)
+        np.testing.assert_allclose(grad, grad_ref, rtol=1e-10, atol=1e-12)
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     X, Y, X0, Y0 = _data()
     with pytest.raises(ValueError, match="N1"):

@@ -404,6 +404,31 @@ def _tilt_target(X, activation, lambda0, c, chunk: int = 4096):
     return target
 
 
+@lru_cache(maxsize=1)
+def _quadratic():
+    r"""``quadratic(s, S)``: (F1)'s :math:`q_{ab} = s^\top \Sigma_{ab} s` of one neuron's features s (P,) under the
+    field's covariance S (D, P, D, P), symmetric as a PD x PD matrix, with its gradient in s from the same product
+    :math:`U = \Sigma s`: :math:`\partial q_{ab}/\partial s = U_{a\cdot b} + U_{b\cdot a}` by that symmetry.
+    Autodiff of the einsum multiplies by S a second time (at P = 1000 a third of a step's time,
+    benchmarks/shared_field_speed.py); S is not differentiated."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.custom_vjp
+    def quadratic(s, S):
+        return jnp.einsum("p,apbq,q->ab", s, S, s)
+
+    def forward(s, S):
+        U = jnp.einsum("apbq,q->apb", S, s)
+        return jnp.einsum("p,apb->ab", s, U), U
+
+    def backward(U, g):
+        return jnp.einsum("ab,apb->p", g, U) + jnp.einsum("ab,bpa->p", g, U), None
+
+    quadratic.defvjp(forward, backward)
+    return quadratic
+
+
 @lru_cache(maxsize=16)
 def _tilt_step(activation, lambda0: float, c: float):
     """The compiled ``(ell, grad)`` of :func:`_tilt_target` over a chunk of neurons, for one activation, lambda0 and
@@ -412,13 +437,14 @@ def _tilt_step(activation, lambda0: float, c: float):
     import jax.numpy as jnp
 
     act = get_activation(activation).fn
+    quadratic = _quadratic()
 
     def ell(xi, X, B, mean, L, m, S):
         eta = xi @ B
         u = mean + eta @ L.T
         w = xi / np.sqrt(lambda0) + (u - eta / np.sqrt(lambda0)) @ B.T
         s = act(X @ w / np.sqrt(X.shape[1]))
-        q = jnp.einsum("p,apbq,q->ab", s, S, s)
+        q = quadratic(s, S)
         z = m.T @ s
         D = len(z)
         log_tilt = -0.5 * jnp.linalg.slogdet(jnp.eye(D) + q / c)[1] + 0.5 * z @ jnp.linalg.solve(c * jnp.eye(D) + q, z)
