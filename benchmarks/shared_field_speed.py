@@ -105,8 +105,8 @@ def main():
     print(f"| a solve: the first 30 moves, 80 iterations; 160 | {30 * step + 80 * iteration:.0f}; "
           f"{30 * step + 160 * iteration:.0f} |")
     print(f"| a prediction's populations (16 x 3 steps) | {48 * step:.0f} |")
-    print(f"\nq = s Sigma s and its gradient over {min(M, 4096)} neurons (one chunk): one product {one:.3f} s, autodiff "
-          f"of the einsum {auto:.3f} s ({auto / one:.2f}x)")
+    print(f"\nq = s Sigma s and its gradient over {min(M, 4096)} neurons (one chunk): one product {one:.3f} s, "
+          f"autodiff of the einsum {auto:.3f} s ({auto / one:.2f}x)")
 
 
 if __name__ == "__main__":

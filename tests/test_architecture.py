@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "renormpp"
 
 #: what each part may import from renormpp (docs/architecture.md, "Layers"); a part is a module or a sub-package
 ALLOWED = {
-    "_checks": set(), "_compat": set(), "mcmc": set(), "precision": set(),
+    "_checks": set(), "_compat": set(), "mcmc": set(), "precision": set(), "progress": set(),
     "patches": {"_checks"},
     "network": {"patches"},
     "datasets": {"_checks"},
@@ -22,14 +22,14 @@ ALLOWED = {
     "readout": {"_checks", "network", "precision"},
     "observables": {"_checks", "network"},
     "models": {"_checks", "network", "patches", "readout"},
-    "theory": {"_checks", "infer", "kernels", "network", "patches"},
+    "theory": {"_checks", "infer", "kernels", "network", "patches", "progress"},
     "infer": {"_checks", "mcmc", "mcstats", "precision"},
     "diagnostics": {"mcstats", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},
     "architectures": {"_checks", "kernels", "models", "network", "patches", "theory"},
     "baselines": {"_checks", "datasets", "network", "theory"},
     "experiments": {"architectures", "baselines", "datasets", "diagnostics", "infer", "models", "network", "observables",
-                    "plots", "readout", "theory"},
+                    "plots", "progress", "readout", "theory"},
     "cli": {"datasets", "experiments"},
 }
 

@@ -528,7 +528,7 @@ def test_a_finite_size_scaling_sweep_reports_the_extrapolation(tmp_path):
 def test_progress_off_a_terminal_is_one_line_per_block_and_point(tmp_path, capsys):
     """Where stderr is a log file or a pipe, a tqdm bar's redraws became thousands of lines (issue 30, item 8): there
     progress is one plain line per block of draws and one per finished point."""
-    from renormpp.experiments import progress
+    from renormpp import progress
 
     out = ex.run(tiny(tmp_path, run__progress=True, model__N1=[8], run__chunk_seconds=5.0))
     err = capsys.readouterr().err

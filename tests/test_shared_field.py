@@ -259,17 +259,21 @@ def test_moved_neurons_average_their_moments_and_their_populations():
     assert np.max(np.abs(averaged)) < 0.03 and np.std(averaged) < 0.5 * np.std(single), (averaged, single)
 
 
-def test_a_long_maxiter_is_a_cap_the_averaged_solve_stops_at_the_tolerance():
+def test_a_long_maxiter_is_a_cap_the_averaged_solve_stops_at_the_tolerance(capsys):
     """With neurons moved to (F1) a maxiter above the default 80 is a cap: once averaging (its second half) the solve
     stops at the first residual below tol; a solve of the default
     length runs it through, however early its residuals fall (a tol of 1 is met at once), so its answers do not
-    change. Measured here: tol 1e-2 stops at iteration 94, 3e-3 at 125."""
+    change. Measured here: tol 1e-2 stops at iteration 94, 3e-3 at 125. ``progress``: a line per iteration (stderr
+    is no terminal here) with its residuals."""
     X, Y, _, _ = _data()
     for tol in (1e-2, 3e-3):
-        fit = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=160, tol=tol, populations=2)
+        fit = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=160, tol=tol, populations=2, progress=True)
         worst = np.max(fit.residuals, axis=1)
         assert fit.converged and 80 < fit.n_iter < 160 and worst[-1] < tol, (tol, fit.n_iter, fit.reason)
         assert np.all(worst[80:-1] >= tol)  # the first one below it, from the averaging's start
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("shared field: ")]
+        assert len(lines) == fit.n_iter and lines[-1].startswith(f"shared field: {fit.n_iter}/160 it")
+        assert f"residuals {fit.residuals[-1][0]:.2g}, {fit.residuals[-1][1]:.2g}" in lines[-1], lines[-1]
     assert sf.solve(X, Y, N1=8, T=0.05, neurons=500, tol=1.0, populations=2).n_iter == 80
 
 

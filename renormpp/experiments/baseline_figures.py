@@ -63,7 +63,7 @@ def run_series(cfg: dict, progress: bool = True) -> dict:
     """Compute (or read back) the best GP and the Adam baseline at every (P, N1) of one series; returns
     ``{P: {"gp": {...}, "adam": {N1: {...}}}}``."""
     from .. import baselines
-    from .progress import bar as progress_bar
+    from ..progress import bar as progress_bar
 
     b, folder = cfg["baselines"], Path(cfg["out"])
     folder.mkdir(parents=True, exist_ok=True)

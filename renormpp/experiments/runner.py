@@ -68,7 +68,7 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
 
 
 def _run_points(cfg: config_mod.Config, outdir: Path) -> Path:
-    from .progress import bar as progress_bar
+    from ..progress import bar as progress_bar
     from .report import report
 
     r = cfg.run

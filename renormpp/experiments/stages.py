@@ -224,7 +224,7 @@ def sample(point, data, store: PointStore, *, progress: bool = True, label: str 
     The chains carry their random keys in their state, so where the blocks begin does not change the draws: a
     resumed point gives the draws of an uninterrupted one.
     """
-    from .progress import bar as progress_bar
+    from ..progress import bar as progress_bar
 
     s, r = point.sampler, point.run
     notes = store.read_json("sampling_notes.json", default=[])

@@ -101,6 +101,7 @@ import numpy as np
 from .. import kernels
 from .._checks import data_pair, positive, positive_int
 from ..network import get_activation
+from ..progress import bar as progress_bar
 from .fit import solve as solve_exact
 from .prediction import FitShape, Prediction
 from .single_neuron import features
@@ -480,7 +481,8 @@ def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5
     return xi, tuple(rates), tuple(levels), h
 
 
-def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, damping, maxiter, tol, steps, rng):
+def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, damping, maxiter, tol, steps, rng,
+              progress=False):
     r"""(F2) by stochastic approximation on a persistent population (``proposal="mcmc"``): each iteration moves the
     neurons ``law`` by ``steps`` more Langevin steps at the current field, takes the moments
     :math:`N_1 E[W\otimes ss^\top]` of (F2) (W = (c+q)^{-1} + yy^T, and (c+q)^{-1}) over them, and steps the field,
@@ -496,6 +498,7 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
     burn = maxiter // 2
     residuals, rates, levels, L_W, L_C, reason = [], list(law.acceptance), list(law.levels), 0.0, 0.0, ""
+    bar = progress_bar(total=maxiter, desc="shared field", disable=not progress)
     for k in range(maxiter):
         if k:
             xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
@@ -512,10 +515,14 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
             reason = "the iteration produced a number that is not finite"
             break
         residuals.append(res)
+        bar.set_postfix_str(f"residuals {res[0]:.2g}, {res[1]:.2g} (tol {tol:g}), "
+                            + ("averaging" if k >= burn else "following the field"))
+        bar.update()
         if k >= max(burn, _AVERAGED_ITER - 1) and max(res) < tol:
             break  # averaging and settled: the field is left where its residual was measured
         if k < maxiter - 1:
             m, Sigma = m + damping * (m_new - m), Sigma + damping * (Sigma_new - Sigma)
+    bar.close()
     if not reason and max(residuals[-1]) >= tol:
         reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} of the field with averaged moments "
                   f"did not fall below tol = {tol:g} in {maxiter} iterations ({burn} following the field, the rest "
@@ -608,7 +615,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
           neurons: int = 40_000, damping: float | None = None, maxiter: int | None = None, tol: float | None = None,
           min_ess: float = 100.0, proposal: str = "mcmc", accelerate: bool = True, memory: int = 5,
           init: SharedFieldFit | None = None, seed: int = 0, moves: int = 30, steps: int = 3,
-          populations: int = 16) -> SharedFieldFit:
+          populations: int = 16, progress: bool = False) -> SharedFieldFit:
     """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
     ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
     ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
@@ -624,7 +631,9 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     does not apply to noisy steps); converged where the residuals of the field against the averaged moments fall
     below ``tol`` (1e-2: they fall as the averages settle, as 1/k); a ``maxiter`` above 80 is a cap: past the 80th
     iteration and its first half the solve stops where they do (MNIST (0, 1) at P = 200 needs 90-120 at α = 2 and
-    4: ``maxiter=160``); predictions averaged over ``populations``."""
+    4: ``maxiter=160``); predictions averaged over ``populations``. ``progress``: a bar over these iterations with
+    their residuals (``"mcmc"``; a solve takes minutes to an hour at P = 200-1000), one line per iteration where
+    stderr is not a terminal."""
     X, Y = data_pair(X, Y)
     N1, T = positive("N1", N1, "the hidden width"), positive("T", T, "the temperature")
     lambda1, lambda0 = positive("lambda1", lambda1), positive("lambda0", lambda0)
@@ -703,7 +712,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     if averaged:
         law = move(law, m, Sigma)
         m, Sigma, law, residuals, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
-                                                     damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng)
+                                                     damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng,
+                                                     progress=progress)
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
                               reason=reason, proposal=law, seed=seed, steps=steps, populations=populations)
