@@ -206,6 +206,18 @@ def test_the_quadratic_forms_gradient_from_one_product_is_autodiffs():
         np.testing.assert_allclose(grad, grad_ref, rtol=1e-10, atol=1e-12)
 
 
+def test_the_moments_of_f2_use_the_symmetry_of_their_blocks():
+    """(F2)'s moments E[W_ab s s^T] compute the block (a, b) once where both features are the same array (W is
+    symmetric): equal to the full computation (the same features as a copy), D = 3."""
+    rng = np.random.default_rng(6)
+    M, P, D = 300, 9, 3
+    s, rho = rng.normal(size=(M, P)), rng.uniform(0.5, 1.5, M)
+    A = rng.normal(size=(M, D, D))
+    W, B = A + A.transpose(0, 2, 1), rng.normal(size=(P, P))
+    dK = B + B.T
+    np.testing.assert_allclose(sf._moment(s, s, rho, W, dK), sf._moment(s, s.copy(), rho, W, dK), rtol=1e-13)
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     X, Y, X0, Y0 = _data()
     with pytest.raises(ValueError, match="N1"):

@@ -553,13 +553,16 @@ def _field(L_W, L_C, m, Sigma, Y, T):
 
 def _moment(s1, s2, rho, W, dK):
     r""":math:`E[W_{ab}\, s_1 s_2^\top]` over (F1), (D, P1, D, P2), with the control variate ``dK``
-    (:func:`_control`)."""
+    (:func:`_control`). W is symmetric in (a, b): where ``s2`` is ``s1`` (the moments of (F2)) the block (b, a) is
+    the block (a, b), computed once (a quarter of (F2)'s moments at D = 2)."""
     M, D = len(rho), W.shape[1]
     out = np.empty((D, s1.shape[1], D, s2.shape[1]))
     for a in range(D):
-        for b in range(D):
+        for b in range(a if s2 is s1 else 0, D):
             rw = rho * W[:, a, b]
             out[a, :, b] = (s1 * rw[:, None]).T @ s2 / M - rw.mean() * dK
+            if s2 is s1:
+                out[b, :, a] = out[a, :, b]
     return out
 
 
