@@ -93,11 +93,14 @@ def test_the_proposal_s_density_ratio_is_prior_over_proposal():
 def test_pareto_k_is_the_tail_shape_of_the_weights():
     """Weights exp(r x^2 / 2) on unit Gaussian draws x have a Pareto tail of shape k = r (P(w > t) ~ t^(-1/r)); the
     estimate from 20 000 draws within 0.13 of it, below it by the tail's slowly vanishing log factor (measured: 0.26,
-    0.39, 0.60, 0.78 at r = 0.3, 0.45, 0.7, 0.9); equal weights have k near 0."""
+    0.39, 0.60, 0.78 at r = 0.3, 0.45, 0.7, 0.9); equal weights have k near 0, one weight holding all infinite, the
+    largest weights all equal 0."""
     x = np.random.default_rng(0).standard_normal(20_000)
     for r in (0.3, 0.45, 0.7, 0.9):
         assert sf.pareto_k(0.5 * r * x**2) == pytest.approx(r, abs=0.13)
     assert sf.pareto_k(1e-6 * x**2) < 0.05
+    assert sf.pareto_k(np.r_[np.zeros(3999), 50.0]) == np.inf  # one weight holds all (ArviZ: NaN)
+    assert sf.pareto_k(np.r_[np.zeros(1000), np.full(3000, -30.0)]) == 0.0  # the largest all equal (ArviZ: an error)
 
 
 def test_the_fitted_proposal_finds_a_tilt_the_prior_cannot_reach():
@@ -216,6 +219,24 @@ def test_the_moments_of_f2_use_the_symmetry_of_their_blocks():
     W, B = A + A.transpose(0, 2, 1), rng.normal(size=(P, P))
     dK = B + B.T
     np.testing.assert_allclose(sf._moment(s, s, rho, W, dK), sf._moment(s, s.copy(), rho, W, dK), rtol=1e-13)
+
+
+def test_the_control_variate_is_left_out_where_its_weights_degenerate():
+    """The control variate reweights the neurons to the prior; where those weights degenerate (one neuron holds them,
+    a heavy tail, or an effective sample size below half the neurons: MNIST at α = 10) it is zero, so that the
+    moments of (F2) are the plain averages, positive semidefinite; where they are good it is the weighted estimate of
+    the kernel minus the kernel."""
+    rng = np.random.default_rng(7)
+    M, P = 2000, 6
+    s, K = rng.normal(size=(M, P)), np.eye(P)
+    x = rng.standard_normal(M)
+    for bad in (np.r_[np.zeros(M - 1), 50.0], 0.5 * 0.9 * x**2, np.r_[np.zeros(M // 4), np.full(M - M // 4, -30.0)]):
+        assert sf._control_weights(bad) is None
+        np.testing.assert_array_equal(sf._control(s, s, None, K), 0.0)
+    good = 0.1 * x
+    rho0 = sf._control_weights(good)
+    np.testing.assert_allclose(rho0, np.exp(good) / np.mean(np.exp(good)))
+    np.testing.assert_allclose(sf._control(s, s, rho0, K), (s * rho0[:, None]).T @ s / M - K)
 
 
 def test_bad_input_is_refused_with_the_problem_named():
