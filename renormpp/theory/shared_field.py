@@ -163,8 +163,8 @@ class SharedFieldFit(FitShape):
 
     def _law(self):
         """The M neurons' weights and features, their prior-over-proposal weights rho0 for the control variate (None
-        where unreliable: :func:`_control_weights`), the per-neuron
-        D x D terms C and y at this fit's field and their (F1) weights rho."""
+        where unreliable: :func:`_control_weights`), the per-neuron D x D terms C and y at this fit's field and their
+        (F1) weights rho."""
         w, log_ratio = self.proposal.draw(self.lambda0)
         s = features(w, self.X, self.activation).T
         C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, self.lambda1 * self.N1)
