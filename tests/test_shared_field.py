@@ -239,6 +239,43 @@ def test_the_control_variate_is_left_out_where_its_weights_degenerate():
     np.testing.assert_allclose(sf._control(s, s, rho0, K), (s * rho0[:, None]).T @ s / M - K)
 
 
+def test_the_averaged_solve_drops_a_control_that_would_make_f2_indefinite():
+    """One iteration's moments of (F2) keep the control variate where T/2 + L stays positive definite (a control of
+    the kernel's Monte Carlo error: the moments move by exactly N1 E[W] dK) and are the plain averages, positive
+    semidefinite, where it would not (a control of 2-4 times the kernel: MNIST at α = 10)."""
+    rng = np.random.default_rng(3)
+    M, P, D, N1, T = 3000, 5, 2, 10.0, 0.01
+    s = np.tanh(rng.normal(size=(M, P)))
+    m, Sigma = 0.3 * rng.normal(size=(P, D)), 0.05 * np.eye(P * D)
+    C, y, _ = sf._per_neuron(s, m, Sigma, N1)
+    plain = sf._moments(s, np.ones(M), C, y, np.zeros((P, P)), N1)
+    assert all(np.linalg.eigvalsh(L)[0] > -1e-12 for L in plain)
+    K = s.T @ s / M
+    small = 1e-4 * (lambda B: B + B.T)(rng.normal(size=(P, P)))
+    kept = sf._guarded_moments(s, np.ones(M), C, y, small, N1, T)
+    EW = (C + np.einsum("ma,mb->mab", y, y)).mean(axis=0)
+    np.testing.assert_allclose(kept[0], plain[0] - N1 * np.kron(EW, small), atol=1e-12)
+    for bad in (2 * K, 4 * K):
+        dropped = sf._guarded_moments(s, np.ones(M), C, y, bad, N1, T)
+        with_control = sf._moments(s, np.ones(M), C, y, bad, N1)
+        assert any(np.linalg.eigvalsh(L + 0.5 * T * np.eye(P * D))[0] < 0 for L in with_control)
+        for L, L0 in zip(dropped, plain):
+            np.testing.assert_array_equal(L, L0)
+
+
+def test_the_prediction_drops_a_control_that_would_make_f3_indefinite():
+    """(F3)'s averages over one population take the control variate (weights rho0 to the prior) where T + N1 L stays
+    above T/2, and are the plain averages where the control would take it below: weights three times too large
+    (a sample "kernel" three times the kernel) give the same averages as no control at all."""
+    X, Y, X0, _ = _data()
+    fit = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=3, tol=1.0, populations=1)
+    w, s, _, C, y, rho = fit._law()
+    plain = fit._averages(X0, w, s, None, C, y, rho)
+    for rho0, same in ((np.ones(len(rho)), False), (3 * np.ones(len(rho)), True)):
+        avg = fit._averages(X0, w, s, rho0, C, y, rho)
+        assert all(np.array_equal(avg[key], plain[key]) for key in plain) == same
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     X, Y, X0, Y0 = _data()
     with pytest.raises(ValueError, match="N1"):
