@@ -276,6 +276,51 @@ def test_the_prediction_drops_a_control_that_would_make_f3_indefinite():
         assert all(np.array_equal(avg[key], plain[key]) for key in plain) == same
 
 
+def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_path, monkeypatch):
+    """solve(checkpoint=PATH) saves the averaged solve as it goes; a solve stopped in its sixth iteration (Ctrl-C)
+    and started again with the same arguments continues from the last save to the field, residuals and neurons of an
+    uninterrupted solve, bit for bit (the moves' random stream saved with them); a finished checkpoint returns its
+    result without a move; another solve's checkpoint, or one for a solve that is not averaged, is refused."""
+    X, Y, _, _ = _data()
+    kw = dict(N1=8, T=0.05, neurons=300, maxiter=12, tol=1.0, moves=5, populations=1)
+    whole = sf.solve(X, Y, **kw)
+    monkeypatch.setattr(sf, "_CHECKPOINT_SECONDS", 0.0)
+    moved, calls = sf._moved, []
+
+    def stopped(*args, **kwargs):  # the first call is the initial move, then one per iteration
+        calls.append(1)
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        return moved(*args, **kwargs)
+
+    path = tmp_path / "solve.npz"
+    monkeypatch.setattr(sf, "_moved", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        sf.solve(X, Y, checkpoint=path, **kw)
+    monkeypatch.setattr(sf, "_moved", moved)
+    assert int(np.load(path)["next"]) == 6
+    resumed = sf.solve(X, Y, checkpoint=path, **kw)
+    np.testing.assert_array_equal(resumed.m, whole.m)
+    np.testing.assert_array_equal(resumed.Sigma, whole.Sigma)
+    np.testing.assert_array_equal(resumed.residuals, whole.residuals)
+    np.testing.assert_array_equal(resumed.proposal.moved, whole.proposal.moved)
+    monkeypatch.setattr(sf, "_moved", lambda *a, **k: pytest.fail("a finished checkpoint moved its neurons"))
+    again = sf.solve(X, Y, checkpoint=path, **kw)
+    np.testing.assert_array_equal(again.m, whole.m)
+    assert again.converged == whole.converged and again.n_iter == whole.n_iter
+    with pytest.raises(ValueError, match="other data, settings or start"):
+        sf.solve(X, Y, checkpoint=path, **(kw | dict(N1=9)))
+    with pytest.raises(ValueError, match="not saved"):
+        sf.solve(X, Y, checkpoint=path, **(kw | dict(proposal="fitted")))
+    with pytest.raises(ValueError, match=".npz"):
+        sf.solve(X, Y, checkpoint=tmp_path / "solve.pkl", **kw)
+    monkeypatch.setattr(sf, "_moved", moved)
+    series = {k: v for k, v in kw.items() if k != "N1"} | dict(maxiter=3)
+    widths = dict(sf.continued(X, Y, [16, 8], checkpoints=tmp_path / "series", **series))
+    assert sorted(p.name for p in (tmp_path / "series").iterdir()) == ["N1=16.npz", "N1=8.npz"]
+    assert int(np.load(tmp_path / "series" / "N1=8.npz")["next"]) == widths[8].n_iter == 3
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     X, Y, X0, Y0 = _data()
     with pytest.raises(ValueError, match="N1"):

@@ -93,8 +93,13 @@ more). On the linear teacher with few inputs (N0/P = 0.1), where the exact theor
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -505,8 +510,51 @@ def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5
     return xi, tuple(rates), tuple(levels), h
 
 
+#: seconds between two saves of a solve's checkpoint (:class:`_Checkpoint`)
+_CHECKPOINT_SECONDS = 60.0
+
+
+class _Checkpoint:
+    """The state of an averaged solve (:func:`_averaged`) in an ``.npz`` file, saved every
+    :data:`_CHECKPOINT_SECONDS` and at its end (written to a temporary file, then renamed: an interrupted save leaves
+    the last one whole), and read back by a solve with the same data, settings and start (``key``, a digest of
+    them): a solve of hours at P = 1000 is not lost to a closed session."""
+
+    def __init__(self, path, key: str):
+        self.path, self.key, self.last = Path(path), key, time.monotonic()
+        if self.path.suffix != ".npz":
+            raise ValueError(f"checkpoint must be a path ending in .npz; got {str(path)!r}")
+
+    def load(self) -> dict | None:
+        """The saved state, or None where there is none yet; a ValueError where it is another solve's."""
+        if not self.path.exists():
+            return None
+        with np.load(self.path, allow_pickle=False) as z:
+            state = {k: z[k] for k in z.files}
+        if str(state.pop("key")) != self.key:
+            raise ValueError(f"the checkpoint {str(self.path)!r} holds a solve of other data, settings or start; "
+                             "pass another path to start this one, or delete it")
+        return state
+
+    def save(self, force: bool = False, **state) -> None:
+        if not force and time.monotonic() - self.last < _CHECKPOINT_SECONDS:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp.npz")
+        np.savez(tmp, key=np.array(self.key), **state)
+        os.replace(tmp, self.path)
+        self.last = time.monotonic()
+
+
+def _key(*arrays, **settings) -> str:
+    """A digest of a solve's data, start and settings (the key of its checkpoint)."""
+    h = hashlib.sha256(repr(sorted(settings.items())).encode())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
 def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, damping, maxiter, tol, steps, rng,
-              progress=False):
+              progress=False, store: _Checkpoint | None = None, state: dict | None = None):
     r"""(F2) by stochastic approximation on a persistent population (``proposal="mcmc"``): each iteration moves the
     neurons ``law`` by ``steps`` more Langevin steps at the current field, takes the moments
     :math:`N_1 E[W\otimes ss^\top]` of (F2) (W = (c+q)^{-1} + yy^T, and (c+q)^{-1}) over them, and steps the field,
@@ -517,13 +565,27 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     3% in ε_g with 10 000 neurons on the linear teacher at α = 2). No importance weight enters: the neurons are at
     (F1), the field is left where they were last moved. Past the default length (:data:`_AVERAGED_ITER` iterations,
     whose solves run it through) the iteration stops at the first residual below ``tol`` once averaging: a
-    ``maxiter`` of 160 is a cap (MNIST P = 200 crossed the tolerance at iterations 90-120), not a cost. Returns (m,
-    Sigma, the population, residuals, reason)."""
+    ``maxiter`` of 160 is a cap (MNIST P = 200 crossed the tolerance at iterations 90-120), not a cost. ``store``
+    saves the state as it goes, ``state`` (a saved one) continues from it: the same iterations as without a break.
+    Returns (m, Sigma, the population, residuals, reason)."""
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
     burn = maxiter // 2
     residuals, rates, levels, L_W, L_C, reason = [], list(law.acceptance), list(law.levels), 0.0, 0.0, ""
-    bar = progress_bar(total=maxiter, desc="shared field", disable=not progress)
-    for k in range(maxiter):
+    first, done = 0, False
+    if state is not None:
+        first, done, reason = int(state["next"]), bool(state["done"]), str(state["reason"])
+        m, Sigma, L_W, L_C, h = state["m"], state["Sigma"], state["L_W"], state["L_C"], float(state["h"])
+        residuals, rates, levels = list(state["residuals"]), list(state["rates"]), list(state["levels"])
+        rng.bit_generator.state = json.loads(str(state["rng"]))
+
+    def save(k, force=False):
+        if store is not None:
+            store.save(force, next=k, done=done, reason=reason, m=m, Sigma=Sigma, L_W=L_W, L_C=L_C, h=h, xi=xi,
+                       residuals=np.asarray(residuals).reshape(-1, 2), rates=rates, levels=levels,
+                       rng=json.dumps(rng.bit_generator.state), basis=gauss.basis, mean=gauss.mean, chol=gauss.chol)
+
+    bar = progress_bar(total=maxiter, initial=first, desc="shared field", disable=not progress)
+    for k in range(first, maxiter if not done else first):
         if k:
             xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
             rates, levels = rates + list(r), levels + list(lv)
@@ -546,11 +608,14 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
             break  # averaging and settled: the field is left where its residual was measured
         if k < maxiter - 1:
             m, Sigma = m + damping * (m_new - m), Sigma + damping * (Sigma_new - Sigma)
+            save(k + 1)
     bar.close()
     if not reason and max(residuals[-1]) >= tol:
         reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} of the field with averaged moments "
                   f"did not fall below tol = {tol:g} in {maxiter} iterations ({burn} following the field, the rest "
                   "averaging); raise maxiter, or neurons")
+    done = True
+    save(len(residuals), force=True)
     law = Population(gauss, xi, m.copy(), Sigma.copy(), c, law.X, law.activation, tuple(rates), tuple(levels), h)
     return m, Sigma, law, np.asarray(residuals).reshape(-1, 2), reason
 
@@ -669,7 +734,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
           neurons: int = 40_000, damping: float | None = None, maxiter: int | None = None, tol: float | None = None,
           min_ess: float = 100.0, proposal: str = "mcmc", accelerate: bool = True, memory: int = 5,
           init: SharedFieldFit | None = None, seed: int = 0, moves: int = 30, steps: int = 3,
-          populations: int = 16, progress: bool = False) -> SharedFieldFit:
+          populations: int = 16, progress: bool = False, checkpoint=None) -> SharedFieldFit:
     """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
     ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
     ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
@@ -687,7 +752,10 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     iteration and its first half the solve stops where they do (MNIST (0, 1) at P = 200 needs 90-120 at α = 2 and
     4: ``maxiter=160``); predictions averaged over ``populations``. ``progress``: a bar over these iterations with
     their residuals (``"mcmc"``; a solve takes minutes to an hour at P = 200-1000), one line per iteration where
-    stderr is not a terminal."""
+    stderr is not a terminal. ``checkpoint``: a path ``*.npz`` where the ``"mcmc"`` solve saves its state every minute
+    and at its end; called again with the same data, start and settings it continues from there to the same field as
+    a solve without a break (a finished one returns at once; the neurons' proposal then keeps their moved coordinates
+    as its noise, which only a continuation from the fit, ``init=``, sees)."""
     X, Y = data_pair(X, Y)
     N1, T = positive("N1", N1, "the hidden width"), positive("T", T, "the temperature")
     lambda1, lambda0 = positive("lambda1", lambda1), positive("lambda0", lambda0)
@@ -763,11 +831,24 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng)
         return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
 
+    if checkpoint is not None and not averaged:
+        raise ValueError("checkpoint= saves the averaged solve (proposal='mcmc'), whose iterations take minutes; "
+                         f"a {proposal!r} solve is not saved: leave checkpoint out")
     if averaged:
-        law = move(law, m, Sigma)
+        store = state = None
+        if checkpoint is not None:
+            store = _Checkpoint(checkpoint, _key(X, Y, m, Sigma, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0,
+                                                 activation=activation, neurons=M, damping=damping, maxiter=maxiter,
+                                                 tol=tol, seed=seed, moves=moves, steps=steps))
+            state = store.load()
+        if state is None:
+            law = move(law, m, Sigma)
+        else:  # a saved solve: its neurons (their noise now the moved coordinates) and its moves' stream
+            gauss = Proposal(state["xi"], state["basis"], state["mean"], state["chol"])
+            law = Population(gauss, state["xi"], m.copy(), Sigma.copy(), c, X, activation, (), (), float(state["h"]))
         m, Sigma, law, residuals, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
                                                      damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng,
-                                                     progress=progress)
+                                                     progress=progress, store=store, state=state)
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
                               reason=reason, proposal=law, seed=seed, steps=steps, populations=populations)
@@ -815,14 +896,18 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                           converged=not reason, reason=reason, proposal=law, seed=seed)
 
 
-def continued(X, Y, widths, **kwargs):
+def continued(X, Y, widths, checkpoints=None, **kwargs):
     """The solves at each of ``widths``, widest first, each continued from the last converged one (its field, neurons
     and proposal: continuation in alpha; the first from the exact theory's field), yielded as ``(N1, fit)`` as each
-    is done; ``kwargs``: those of :func:`solve`. On MNIST (0, 1) at P = 200 the solve at alpha = 2 from the exact
-    theory's field degenerates (effective sample size 1), continued from alpha = 1 it converges (+19% against the
-    sampled networks, docs/validity.md)."""
+    is done; ``kwargs``: those of :func:`solve`; ``checkpoints``: a folder for each width's checkpoint
+    (``N1=<width>.npz``). On MNIST (0, 1) at P = 200 the solve at alpha = 2 from the exact theory's field
+    degenerates (effective sample size 1), continued from alpha = 1 it converges (+19% against the sampled networks,
+    docs/validity.md)."""
     init = None
     for N1 in sorted(widths, reverse=True):
+        if checkpoints is not None:
+            Path(checkpoints).mkdir(parents=True, exist_ok=True)
+            kwargs["checkpoint"] = Path(checkpoints) / f"N1={N1:g}.npz"
         fit = solve(X, Y, N1=N1, init=init, **kwargs)
         yield N1, fit
         if fit.converged:
