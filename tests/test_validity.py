@@ -120,7 +120,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     assert result.stat().st_mtime_ns == before
 
 
-def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation(tmp_path):
+def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation(tmp_path, monkeypatch):
     """A series' shared-field rows (validity._solve_beyond) are the solves at its widths, widest first, each from the
     last converged one, recomputed here by hand, with the neurons moved to (F1) (SHARED_FIELD_PROPOSAL) and the map
     size's neurons and iterations; a kept row of another method or of other iterations is solved again; a ReLU
@@ -148,7 +148,18 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
     cache = {"s/N1=16": {"eps_g": 123.0, "converged": True, "reason": ""},
              "s/N1=32": {"eps_g": 456.0, "converged": True, "reason": "", "proposal": "mcmc"}, "s/N1=8": kept}
     path = tmp_path / "shared_field.json"
+    solve, saved = rp.theory.shared_field.solve, []
+
+    def solve_and_look(*args, **kwargs):  # the map's solves save their progress where an interrupted map finds it
+        fit = solve(*args, **kwargs)
+        saved.append(kwargs["checkpoint"].relative_to(tmp_path).as_posix() if kwargs["checkpoint"].exists() else None)
+        return fit
+
+    monkeypatch.setattr(rp.theory.shared_field, "solve", solve_and_look)
     row = validity._beyond("shared_field", data, model, 16, cache, "s", path, grid)
+    monkeypatch.setattr(rp.theory.shared_field, "solve", solve)
+    assert saved == ["shared_field_checkpoints/s/N1=32.npz", "shared_field_checkpoints/s/N1=16.npz"]
+    assert not (tmp_path / "shared_field_checkpoints" / "s").exists()  # removed once the rows are kept
     assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10) and cache["s/N1=32"] == rows[32]
     assert validity._beyond("shared_field", data, model, 32, {"s/N1=32": cache["s/N1=32"]}, "s", path, grid,
                             compute=False) == rows[32]

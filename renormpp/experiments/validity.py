@@ -26,6 +26,7 @@ heatmap per teacher and network), ``discrepancy.png`` (real data: |Δ| against N
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +57,9 @@ ADAPTIVE_MAXITER = 60
 #: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7)
 SHARED_FIELD_PROPOSAL = "mcmc"
 #: the label kept in each row of shared_field.json (the average over (F1) and how the field is solved on it): a row
-#: of another ("mcmc": the earlier rounds of reweighted populations; none: the fitted proposal) is solved again
-SHARED_FIELD_METHOD = "mcmc, averaged moments"
+#: of another ("mcmc": the earlier rounds of reweighted populations; none: the fitted proposal; "mcmc, averaged
+#: moments": before the control variate was kept out where it makes (F2) or (F3) indefinite) is solved again
+SHARED_FIELD_METHOD = "mcmc, averaged moments, guarded control"
 
 
 @dataclass(frozen=True)
@@ -202,12 +204,13 @@ def _row(fit, data, reason: str) -> dict:
             "overlap": [float(x) for x in np.diag(fit.readout_overlap)], "converged": True, "reason": ""}
 
 
-def _solve_beyond(theory: str, data, model: dict, widths, grid: Size) -> dict:
+def _solve_beyond(theory: str, data, model: dict, widths, grid: Size, checkpoints=None) -> dict:
     """``{N1: row}``, eps_g and the diagonal overlaps of a theory of :data:`BEYOND` at ``widths``: the adaptive theory
     solves each width alone; the shared-field theory solves them widest first, each continued from the last converged
     (:func:`renormpp.theory.shared_field.continued`: from the exact theory's field it degenerates where continuation
     converges; with the ``neurons`` and ``maxiter`` of the map's size ``grid``). ``widths`` are a series' planned
-    widths, so a point's row does not depend on which points were solved before it."""
+    widths, so a point's row does not depend on which points were solved before it. ``checkpoints``: a folder where
+    the shared-field solves save their progress (:func:`renormpp.theory.shared_field.solve`'s ``checkpoint``)."""
     from ..theory import adaptive, shared_field
 
     if model["activation"] not in ("erf", "tanh", "linear"):
@@ -222,15 +225,17 @@ def _solve_beyond(theory: str, data, model: dict, widths, grid: Size) -> dict:
         return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_METHOD,
                                                                        "maxiter": grid.maxiter}
                 for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=grid.maxiter,
-                                                     proposal=SHARED_FIELD_PROPOSAL, neurons=grid.neurons, **args)}
+                                                     proposal=SHARED_FIELD_PROPOSAL, neurons=grid.neurons,
+                                                     checkpoints=checkpoints, **args)}
 
 
 def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, path: Path, grid: Size,
             compute: bool = True) -> dict:
     """The row of :func:`_solve_beyond` at width ``N1`` of ``series``, kept in ``cache`` and saved to ``path`` at once
-    (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together.
-    A kept shared-field row of another method, or of another number of iterations (rows without one: the solve's
-    default then, 80), is solved again."""
+    (seconds at P = 200, minutes at P = 1000 a point); the shared-field theory solves the series' widths together,
+    each width's solve saved as it goes in ``<path's stem>_checkpoints/<series>`` (an interrupted map continues it;
+    removed once the rows are kept). A kept shared-field row of another method, or of another number of iterations
+    (rows without one: the solve's default then, 80), is solved again."""
     key = f"{series}/N1={N1}"
     if theory == "shared_field" and key in cache and (cache[key].get("proposal", "fitted") != SHARED_FIELD_METHOD
                                                       or cache[key].get("maxiter", 80) != grid.maxiter):
@@ -239,9 +244,11 @@ def _beyond(theory: str, data, model: dict, N1: int, cache: dict, series: str, p
         if not compute:
             return {"reason": f"not computed yet (the map's tables were written without the {theory} theory)"}
         widths = model["N1"] if theory == "shared_field" else [N1]
-        rows = _solve_beyond(theory, data, model, widths, grid)
+        folder = path.parent / f"{path.stem}_checkpoints" / series
+        rows = _solve_beyond(theory, data, model, widths, grid, checkpoints=folder if theory == "shared_field" else None)
         cache.update({f"{series}/N1={n}": row for n, row in rows.items()})
         write_atomic(path, json.dumps(cache, indent=1))
+        shutil.rmtree(folder, ignore_errors=True)
     return cache[key]
 
 
