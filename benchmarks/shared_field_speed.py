@@ -13,6 +13,7 @@ Run: ``python benchmarks/shared_field_speed.py [--root DATA] [--neurons 10000]``
 """
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -93,9 +94,19 @@ def main():
         "moments of (F2)": lambda: sf._moments(s, np.ones(M), C, y, dK, N1),
         "the field from them": lambda: sf._field(LW, LC, m, Sigma, Y, T),
     }
+    # a prediction's population: its neurons at (F1) of the fit's own field (weights 1, tilt computed once), against
+    # the general path of a fit at another field (prior over law from the tilt at the neurons' field, then again)
+    moved = sf.Population(law, law.noise, m, Sigma, float(N1), X, "erf")
+    fit = sf.SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=1.0, lambda0=1.0, activation="erf", m=m, Sigma=Sigma,
+                            residuals=np.zeros((1, 2)), ess=float(M), pareto_k=0.0, converged=True, reason="",
+                            proposal=moved)
+    elsewhere = replace(fit, m=m * (1 + 1e-12))
     sec = {k: median_seconds(f, args.repeats) for k, f in parts.items()}
     step = sec["(F1)'s log-density and gradient, one Langevin step"]
-    iteration = 3 * step + sum(v for k, v in sec.items() if k != "(F1)'s log-density and gradient, one Langevin step")
+    iteration = 3 * step + sum(sec.values()) - step
+    sec["a prediction's population: features and tilt at its own field"] = median_seconds(fit._law, args.repeats)
+    sec["the same by the general path (at another field: computed twice)"] = median_seconds(elsewhere._law,
+                                                                                            args.repeats)
     one, auto = quadratic_forms(P, D, min(M, 4096), args.repeats)
     print(f"## shared_field_speed.py: {name}, P = {P}, D = {D}, {M} neurons, medians of {args.repeats}\n")
     print("| part | seconds |\n|---|---|")

@@ -276,6 +276,33 @@ def test_the_prediction_drops_a_control_that_would_make_f3_indefinite():
         assert all(np.array_equal(avg[key], plain[key]) for key in plain) == same
 
 
+def test_neurons_at_their_own_field_weigh_one_each_and_their_tilt_is_computed_once(monkeypatch):
+    """A fit's averages over its moved neurons (readout overlaps, each population of a prediction) take the neurons
+    at (F1) of the fit's own field with weight 1, computing their features and tilt once (a quarter to a third of a
+    prediction's cost at P = 1000 went to computing them twice); equal, number for number, to the general
+    importance-weighted path (prior over law minus the tilt: zero), which a fit at another field still takes."""
+    from renormpp.theory.single_neuron import features
+
+    X, Y, _, _ = _data()
+    fit = sf.solve(X, Y, N1=8, T=0.05, neurons=300, maxiter=5, tol=1.0, moves=5, populations=1)
+    c = fit.lambda1 * fit.N1
+    assert fit.proposal.at(fit.m, fit.Sigma, c) and not fit.proposal.at(1.01 * fit.m, fit.Sigma, c)
+    w, log_ratio = fit.proposal.draw(fit.lambda0)  # the general path, computed here
+    s = features(w, X, fit.activation).T
+    C, y, log_tilt = sf._per_neuron(s, fit.m, fit.Sigma, c)
+    general = (w, s, sf._control_weights(log_ratio), C, y, sf._normalized(log_tilt + log_ratio)[0])
+    per_neuron, calls = sf._per_neuron, []
+    monkeypatch.setattr(sf, "_per_neuron", lambda *a: calls.append(1) or per_neuron(*a))
+    got = fit._law()
+    assert len(calls) == 1
+    for a, b in zip(got, general):
+        assert (a is None) == (b is None)
+        if b is not None:
+            np.testing.assert_array_equal(a, b)
+    other = replace(fit, m=1.01 * fit.m)._law()  # another field: its neurons reweighted, tilt computed twice
+    assert len(calls) == 3 and not np.allclose(other[-1], 1.0)
+
+
 def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_path, monkeypatch):
     """solve(checkpoint=PATH) saves the averaged solve as it goes; a solve stopped in its sixth iteration (Ctrl-C)
     and started again with the same arguments continues from the last save to the field, residuals and neurons of an

@@ -170,9 +170,15 @@ class SharedFieldFit(FitShape):
         """The M neurons' weights and features, their prior-over-proposal weights rho0 for the control variate (None
         where unreliable: :func:`_control_weights`), the per-neuron D x D terms C and y at this fit's field and their
         (F1) weights rho."""
-        w, log_ratio = self.proposal.draw(self.lambda0)
+        law, c = self.proposal, self.lambda1 * self.N1
+        if isinstance(law, Population) and law.at(self.m, self.Sigma, c):  # at (F1) of this field: weights 1
+            w = law.weights(self.lambda0)  # (its log-ratio is minus this tilt: computed once, not twice)
+            s = features(w, self.X, self.activation).T
+            C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, c)
+            return w, s, _control_weights(-log_tilt), C, y, np.ones(len(w))
+        w, log_ratio = law.draw(self.lambda0)
         s = features(w, self.X, self.activation).T
-        C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, self.lambda1 * self.N1)
+        C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, c)
         return w, s, _control_weights(log_ratio), C, y, _normalized(log_tilt + log_ratio)[0]
 
     def predict(self, X0) -> Prediction:
@@ -394,10 +400,19 @@ class Population:
     def noise(self) -> np.ndarray:
         return self.moved
 
+    def weights(self, lambda0) -> np.ndarray:
+        """The neurons' weights (M, N0)."""
+        return replace(self.proposal, noise=self.moved).draw(lambda0)[0]
+
     def draw(self, lambda0):
         """The neurons' weights (M, N0) and the log of prior over this law at each (up to a constant)."""
-        w = replace(self.proposal, noise=self.moved).draw(lambda0)[0]
+        w = self.weights(lambda0)
         return w, -_per_neuron(features(w, self.X, self.activation).T, self.m, self.Sigma, self.c)[2]
+
+    def at(self, m, Sigma, c) -> bool:
+        """Whether these neurons were moved to (F1) of the field (``m``, ``Sigma``) at ``c`` = lambda1 N1 (then
+        their weights as a law of that (F1) are all 1)."""
+        return c == self.c and np.array_equal(m, self.m) and np.array_equal(Sigma, self.Sigma)
 
 
 def _resampled(log_w, rng) -> np.ndarray:
