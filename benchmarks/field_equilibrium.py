@@ -1,0 +1,117 @@
+"""Is a shared-field solve's field a fixed point of (F1)'s law, or of its own population? (issue 46)
+
+``rp.theory.shared_field.solve`` (``proposal="mcmc"``) moves one population of neurons ``steps`` (3) Langevin steps
+an iteration and stops where the field's residual against the moments averaged over its iterations is below ``tol``.
+This script solves MNIST (0, 1) at P = 200 and one width, then keeps the field fixed and
+
+1. moves the solve's last population on by the same exact (Metropolis-adjusted) steps, and at each stage reports the
+   residual of the fixed field against this population's own moments of (F2), the mean squared error of the
+   population's predicted mean on the training labels and on the test set, the predicted variance, the number of
+   specialists ((u·w)² > 9 on the label direction, benchmarks/specialists.py) and the weights' mean squared norm in
+   the row space of X and its null space (the prior's: rank and N0 - rank);
+2. predicts with ``--populations`` populations ``--spacing`` steps apart (``dataclasses.replace(fit, steps=...)``)
+   and reports the same errors: if the field solves (F2) for (F1)'s law, the training error of an average over many
+   populations is small (the m-equation of (F2) is T m + N1 E[y s] = Y); if it stays at single populations' level,
+   the field was fitted to the solve's own population.
+
+Run:  .venv/bin/python benchmarks/field_equilibrium.py [--root DATA] [--N1 20] [--seed 1]   (about 15 minutes on 2
+      cores at 4 000 neurons: the solve 5, the moves 3, the spaced prediction 5)
+      .venv/bin/python benchmarks/field_equilibrium.py --quick                              (smoke run)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from dataclasses import replace
+
+import numpy as np
+
+import renormpp as rp
+from renormpp import kernels
+from renormpp.theory import shared_field as sf
+from renormpp.theory.single_neuron import directions
+
+T = 0.01
+
+
+def errors(fit, X, Y, X0, Y0):
+    """Training and test mean squared errors of ``fit``'s predicted mean, and its mean predicted variance (test)."""
+    pred = fit.predict(np.vstack([X, X0]))
+    P = len(X)
+    return dict(train_mse=float(np.mean(np.sum((Y - pred.mean[:P]) ** 2, axis=1))),
+                test_bias2=float(np.mean(np.sum((Y0 - pred.mean[P:]) ** 2, axis=1))),
+                test_var=float(np.mean(pred.var[P:].sum(axis=1))))
+
+
+def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
+    """Rows of item 1: the solve's population moved on ``blocks`` steps at a time at the fixed field."""
+    law, K = fit.proposal, kernels.nngp(X, lambda0=fit.lambda0, activation=fit.activation)
+    target = sf._tilt_target(X, fit.activation, fit.lambda0, law.c)
+    rows_space = np.linalg.svd(X, full_matrices=False)[2]
+    rng, xi, h, total, rows = np.random.default_rng([seed, 8]), law.moved, law.step, 0, []
+    for b in [0] + list(blocks):
+        if b:
+            xi, _, _, h = sf._moved(xi, lambda z: target(z, law.proposal, fit.m, fit.Sigma), b, rng, h=h)
+            total += b
+        one = replace(fit, proposal=replace(law, moved=xi), populations=1)
+        w, s, rho0, C, y, rho = one._law()
+        res = sf._field(*sf._guarded_moments(s, rho, C, y, sf._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
+                        fit.Sigma, Y, fit.T)[2]
+        row_norm = float(np.mean(np.sum((w @ rows_space.T) ** 2, axis=1)))
+        rows.append(dict(steps=total, residual_m=float(res[0]), residual_Sigma=float(res[1]),
+                         specialists=float(fit.N1 * np.mean((w @ u) ** 2 * fit.lambda0 > 9)),
+                         w2_row=row_norm, w2_null=float(np.mean(np.sum(w**2, axis=1))) - row_norm,
+                         **errors(one, X, Y, X0, Y0)))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", help="the data sets' folder (default: the loaders' rules, RENORMPP_DATA)")
+    ap.add_argument("--N1", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--neurons", type=int, default=4000)
+    ap.add_argument("--blocks", default="30,30,30,30", help="steps of each stage of item 1")
+    ap.add_argument("--populations", type=int, default=16)
+    ap.add_argument("--spacing", type=int, default=30, help="steps between the populations of item 2")
+    ap.add_argument("--out", default="field_equilibrium.json")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    P, N1, M, maxiter = (40, 4, 300, 20) if args.quick else (200, args.N1, args.neurons, 160)
+    blocks = [5, 5] if args.quick else [int(b) for b in args.blocks.split(",")]
+    pops, spacing = (2, 5) if args.quick else (args.populations, args.spacing)
+    d = rp.datasets.mnist(classes=(0, 1), P=P, P_test=200 if args.quick else 1000, root=args.root, seed=0)
+    X, Y = np.asarray(d.X, float), np.asarray(d.Y, float)
+    X0, Y0 = np.asarray(d.X_test, float), np.asarray(d.Y_test, float)
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=maxiter, seed=args.seed, tol=1.0 if args.quick else None)
+    if not fit.converged:
+        raise SystemExit(f"the shared field did not converge: {fit.reason}")
+    solved = time.perf_counter() - t
+    u = directions(X, Y, Y - Y.mean(axis=0))["labels"]
+    rows = moved_on(fit, X, Y, X0, Y0, blocks, u)
+    spaced = errors(replace(fit, populations=pops, steps=spacing), X, Y, X0, Y0)
+    own = errors(fit, X, Y, X0, Y0)
+    print(f"MNIST (0, 1), P = {P}, N1 = {N1} (α = {P / N1:g}), {M} neurons, seed {args.seed}: converged at "
+          f"iteration {fit.n_iter} ({solved:.0f} s), rank of X {min(X.shape)}, N0 {X.shape[1]}\n")
+    print("| steps moved on at the fixed field | residual of m | training MSE | test bias² | test variance | "
+          "specialists | ‖w‖² row space; null space |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['steps']} | {r['residual_m']:.3f} | {r['train_mse']:.5f} | {r['test_bias2']:.4f} | "
+              f"{r['test_var']:.4f} | {r['specialists']:.2f} | {r['w2_row']:.0f}; {r['w2_null']:.0f} |")
+    print("\n| prediction | training MSE | test bias² | test variance | ε_g |\n|---|---|---|---|---|")
+    for name, e in ((f"the solve's ({fit.populations} populations {fit.steps} steps apart)", own),
+                    (f"{pops} populations {spacing} steps apart", spaced)):
+        print(f"| {name} | {e['train_mse']:.5f} | {e['test_bias2']:.4f} | {e['test_var']:.4f} | "
+              f"{e['test_bias2'] + e['test_var']:.4f} |")
+    with open(args.out, "w") as f:
+        json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, n_iter=fit.n_iter, moved_on=rows, own=own,
+                       spaced=spaced, populations=pops, spacing=spacing), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
