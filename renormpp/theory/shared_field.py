@@ -61,6 +61,14 @@ version reweighted a population to the field as it moved and moved it again once
 below half; from α = 2.5 on MNIST and α = 4 on the linear teacher the field then outran the neurons at every step and
 did not converge, and where it converged it kept that bias.
 
+**Fresh populations** (``fresh=True``). The persistent population's few specialists decorrelate far more slowly than
+the field adapts, and on MNIST at P = 200 the field converged to the solve's own population, not to (F1)'s law (moved
+on at the fixed field, the same neurons fit the training labels 10-100 times worse: docs/validity.md, "Is the solve's
+field a fixed point of (F1)'s law?"). With ``fresh=True`` each iteration draws a new population
+(:func:`_renewed`): new standard normals under the proposal fitted at the field, drawn by their weights, moved
+``moves`` Langevin steps; the averaged moments are then averages over independent populations, and the residual tests
+the field against (F1)'s law, at ``moves`` / ``steps`` (10) times the cost of an iteration.
+
 With a Gaussian proposal (``"fitted"``) the solve runs in **rounds**: the proposal fitted at the current field, then
 (F2) iterated on these fixed neurons (Anderson mixing of the damped steps, :class:`_Anderson`: the damped iteration
 alone creeps or diverges at α ≥ 1) until the residuals fall below ``tol``; where the settled field's weights have k >
@@ -137,6 +145,8 @@ class SharedFieldFit(FitShape):
     seed: int = 0
     steps: int = 3  # Langevin steps of a population between two of the populations a prediction averages over
     populations: int = 1
+    fresh: bool = False  # each population drawn anew, ``moves`` steps from the proposal (not moved on ``steps``)
+    moves: int = 30
 
     @property
     def weights(self) -> np.ndarray:
@@ -185,20 +195,25 @@ class SharedFieldFit(FitShape):
         """Mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of ``X0``, (F3). With neurons moved to
         (F1) (``proposal="mcmc"``) its averages are taken over ``populations`` populations, each ``steps`` Langevin
         steps on from the last at this field: (F3) is not linear in them (the inverse of T + N1 L), and one
-        population of 10 000 neurons gave an ε_g 2.5% below that of 16 averaged (the linear teacher at α = 2)."""
+        population of 10 000 neurons gave an ε_g 2.5% below that of 16 averaged (the linear teacher at α = 2). A
+        ``fresh`` fit's populations are each drawn anew (the proposal's neurons moved ``moves`` steps), independent
+        of the solve's."""
         if not self.converged:
             raise RuntimeError(f"this fit did not converge ({self.reason}); its predictions would mean nothing. "
                                "Continue from a converged neighbour (init=) or raise neurons")
         X0 = self._test_inputs(X0)
         law = self.proposal
-        if not isinstance(law, Population) or self.populations == 1:
+        if not isinstance(law, Population) or (self.populations == 1 and not self.fresh):
             return self._combined(self._averages(X0, *self._law()), X0)
         target = _tilt_target(self.X, self.activation, self.lambda0, law.c)
-        rng, xi, h, total = np.random.default_rng([self.seed, 2]), law.moved, law.step, None
+        rng, gauss, xi, h, total = np.random.default_rng([self.seed, 2]), law.proposal, law.moved, law.step, None
         for k in range(self.populations):
-            if k:
-                xi, _, _, h = _moved(xi, lambda z: target(z, law.proposal, self.m, self.Sigma), self.steps, rng, h=h)
-            fit = replace(self, proposal=replace(law, moved=xi, m=self.m, Sigma=self.Sigma))
+            if self.fresh:  # each population independent of the solve's and of the others
+                gauss, xi, _, _, h = _renewed(gauss, self.m, self.Sigma, target, self.moves, rng, h, X=self.X,
+                                              activation=self.activation, lambda0=self.lambda0, c=law.c)
+            elif k:
+                xi, _, _, h = _moved(xi, lambda z: target(z, gauss, self.m, self.Sigma), self.steps, rng, h=h)
+            fit = replace(self, proposal=replace(law, proposal=gauss, moved=xi, m=self.m, Sigma=self.Sigma))
             avg = fit._averages(X0, *fit._law())
             total = avg if total is None else {key: total[key] + (avg[key] - total[key]) / (k + 1) for key in avg}
         return self._combined(total, X0)
@@ -498,6 +513,49 @@ def _tilt_step(activation, lambda0: float, c: float):
     return jax.jit(jax.vmap(jax.value_and_grad(ell), in_axes=(0,) + (None,) * 6))
 
 
+def _fitted(law: Proposal, m, Sigma, *, X, activation, lambda0, c, fits: int = _FITS):
+    """The Gaussian proposal ``law`` fitted to (F1) at the field (m, Sigma), tempered (:meth:`Proposal.fitted`), at
+    most ``fits`` times, until its weights are good (an effective sample size of half the neurons, Pareto k at most
+    0.5) or stop improving (or the weighted neurons span too few directions to fit it); with its neurons' weights,
+    features (M, P) and log prior over proposal."""
+    def neurons_of(law):
+        w, log_ratio = law.draw(lambda0)
+        return w, features(w, X, activation).T, log_ratio
+
+    M = len(law.noise)
+    w, s, log_ratio = neurons_of(law)
+    log_tilt = _per_neuron(s, m, Sigma, c)[2]
+    k_hat = pareto_k(log_tilt + log_ratio)
+    for _ in range(fits):
+        if _ess(log_tilt + log_ratio) >= M / 2 and k_hat <= _K_FIT:
+            break
+        try:
+            new, beta = law.fitted(w, log_tilt, log_ratio, M / 2)
+        except np.linalg.LinAlgError:  # the weighted neurons span fewer directions than the basis: keep the last
+            break
+        w_new, s_new, ratio_new = neurons_of(new)
+        tilt_new = _per_neuron(s_new, m, Sigma, c)[2]
+        k_new = pareto_k(tilt_new + ratio_new)
+        if beta == 1.0 and k_new >= k_hat - 0.01:  # the whole tilt, and no better: keep the last proposal
+            break
+        law, w, s, log_ratio, log_tilt, k_hat = new, w_new, s_new, ratio_new, tilt_new, k_new
+    return law, w, s, log_ratio
+
+
+def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fresh: bool = True, X, activation,
+             lambda0, c):
+    """A population at (F1) of the field (m, Sigma) from the Gaussian proposal ``gauss``: the proposal fitted at the
+    field (:func:`_fitted`), its neurons (``fresh``: new standard normals from ``rng``, independent of every earlier
+    population) drawn by their weights, then moved ``moves`` Langevin steps (:func:`_moved`, from the step ``h``).
+    Returns (the fitted proposal, the coordinates, the acceptances, the levels, the step reached)."""
+    if fresh:
+        gauss = replace(gauss, noise=rng.standard_normal(gauss.noise.shape))
+    gauss, _, s, log_ratio = _fitted(gauss, m, Sigma, X=X, activation=activation, lambda0=lambda0, c=c)
+    start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
+    xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng, h=h)
+    return gauss, xi, rates, levels, h
+
+
 def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5):
     r"""``moves`` Metropolis-adjusted Langevin steps of every neuron at once (Roberts & Tweedie, Bernoulli 2, 341
     (1996)) on :math:`\log\pi(\xi) = -|\xi|^2/2 + \ell(\xi)` in the coordinates ``start`` (M, N0) of a Gaussian
@@ -569,7 +627,7 @@ def _key(*arrays, **settings) -> str:
 
 
 def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, damping, maxiter, tol, steps, rng,
-              progress=False, store: _Checkpoint | None = None, state: dict | None = None):
+              progress=False, store: _Checkpoint | None = None, state: dict | None = None, renew=None):
     r"""(F2) by stochastic approximation on a persistent population (``proposal="mcmc"``): each iteration moves the
     neurons ``law`` by ``steps`` more Langevin steps at the current field, takes the moments
     :math:`N_1 E[W\otimes ss^\top]` of (F2) (W = (c+q)^{-1} + yy^T, and (c+q)^{-1}) over them, and steps the field,
@@ -582,6 +640,8 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     whose solves run it through) the iteration stops at the first residual below ``tol`` once averaging: a
     ``maxiter`` of 160 is a cap (MNIST P = 200 crossed the tolerance at iterations 90-120), not a cost. ``store``
     saves the state as it goes, ``state`` (a saved one) continues from it: the same iterations as without a break.
+    ``renew`` (``fresh=True``): ``renew(gauss, m, Sigma, h) -> (gauss, xi, rates, levels, h)`` gives each
+    iteration a new population, independent of the last (:func:`_renewed`), instead of moving the last one on.
     Returns (m, Sigma, the population, residuals, reason)."""
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
     burn = maxiter // 2
@@ -602,7 +662,10 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     bar = progress_bar(total=maxiter, initial=first, desc="shared field", disable=not progress)
     for k in range(first, maxiter if not done else first):
         if k:
-            xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
+            if renew is not None:
+                gauss, xi, r, lv, h = renew(gauss, m, Sigma, h)
+            else:
+                xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
             rates, levels = rates + list(r), levels + list(lv)
         w = replace(gauss, noise=xi).draw(lambda0)[0]
         s = features(w, law.X, law.activation).T
@@ -749,7 +812,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
           neurons: int = 40_000, damping: float | None = None, maxiter: int | None = None, tol: float | None = None,
           min_ess: float = 100.0, proposal: str = "mcmc", accelerate: bool = True, memory: int = 5,
           init: SharedFieldFit | None = None, seed: int = 0, moves: int = 30, steps: int = 3,
-          populations: int = 16, progress: bool = False, checkpoint=None) -> SharedFieldFit:
+          populations: int = 16, fresh: bool = False, progress: bool = False, checkpoint=None) -> SharedFieldFit:
     """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
     ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
     ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
@@ -765,7 +828,11 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     does not apply to noisy steps); converged where the residuals of the field against the averaged moments fall
     below ``tol`` (1e-2: they fall as the averages settle, as 1/k); a ``maxiter`` above 80 is a cap: past the 80th
     iteration and its first half the solve stops where they do (MNIST (0, 1) at P = 200 needs 90-120 at α = 2 and
-    4: ``maxiter=160``); predictions averaged over ``populations``. ``progress``: a bar over these iterations with
+    4: ``maxiter=160``); predictions averaged over ``populations``. ``fresh``: each iteration's population (and each
+    of a prediction's) drawn anew from the proposal fitted at the field and moved ``moves`` steps, independent of
+    the last, instead of one population moved on ``steps`` steps an iteration (whose slowly decorrelating
+    specialists the field can fit: docs/validity.md, "Is the solve's field a fixed point of (F1)'s law?"); ``moves``
+    / ``steps`` times the cost of an iteration. ``progress``: a bar over these iterations with
     their residuals (``"mcmc"``; a solve takes minutes to an hour at P = 200-1000), one line per iteration where
     stderr is not a terminal. ``checkpoint``: a path ``*.npz`` where the ``"mcmc"`` solve saves its state every minute
     and at its end; called again with the same data, start and settings it continues from there to the same field as
@@ -786,6 +853,9 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     if proposal not in PROPOSALS:
         raise ValueError(f"proposal must be one of {', '.join(map(repr, PROPOSALS))} ('fitted': the neurons' Gaussian "
                          "law fitted to the tilt; 'mcmc': then moved to (F1) exactly; 'prior'); got " f"{proposal!r}")
+    if fresh not in (True, False) or (fresh and proposal != "mcmc"):
+        raise ValueError(f"fresh must be True or False, and True only with proposal='mcmc' (it draws each iteration's "
+                         f"neurons anew and moves them to (F1)); got fresh={fresh!r}, proposal={proposal!r}")
     moves, steps, populations = (positive_int(k, v) for k, v in (("moves", moves), ("steps", steps),
                                                                   ("populations", populations)))
     activation = get_activation(activation).name
@@ -807,44 +877,30 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         law = Proposal.prior(noise, proposal_basis(X, m), lambda0)
     K = kernels.nngp(X, lambda0=lambda0, activation=activation)
     M = len(law.noise)
-
-    def neurons_of(law):
-        w, log_ratio = law.draw(lambda0)
-        s = features(w, X, activation).T
-        return w, s, log_ratio, _control(s, s, _control_weights(log_ratio), K)
+    ctx = dict(X=X, activation=activation, lambda0=lambda0, c=c)
 
     def fit_law(law, m, Sigma):
-        """The proposal fitted to (F1) at the field (m, Sigma), tempered, until the weights are good or stop
-        improving; with its neurons."""
-        w, s, log_ratio, dK = neurons_of(law)
-        log_tilt = _per_neuron(s, m, Sigma, c)[2]
-        k_hat = pareto_k(log_tilt + log_ratio)
-        for _ in range(_FITS if proposal != "prior" else 0):
-            if _ess(log_tilt + log_ratio) >= M / 2 and k_hat <= _K_FIT:
-                break
-            new, beta = law.fitted(w, log_tilt, log_ratio, M / 2)
-            w_new, s_new, ratio_new, dK_new = neurons_of(new)
-            tilt_new = _per_neuron(s_new, m, Sigma, c)[2]
-            k_new = pareto_k(tilt_new + ratio_new)
-            if beta == 1.0 and k_new >= k_hat - 0.01:  # the whole tilt, and no better: keep the last proposal
-                break
-            law, w, s, log_ratio, dK, log_tilt, k_hat = new, w_new, s_new, ratio_new, dK_new, tilt_new, k_new
-        return law, s, log_ratio, dK
+        """The proposal fitted to (F1) at the field (:func:`_fitted`), its neurons' features, log prior over proposal
+        and control variate."""
+        law, _, s, log_ratio = _fitted(law, m, Sigma, fits=_FITS if proposal != "prior" else 0, **ctx)
+        return law, s, log_ratio, _control(s, s, _control_weights(log_ratio), K)
 
     rng = np.random.default_rng([seed, 1])  # the moves' own stream
     target = _tilt_target(X, activation, lambda0, c) if proposal == "mcmc" else None
 
     def move(law, m, Sigma):
         """The Gaussian proposal fitted at the field, then its neurons (or the last population's) moved to (F1)."""
-        was = law
-        gauss, s, log_ratio, _ = fit_law(law.proposal if isinstance(law, Population) else law, m, Sigma)
-        if isinstance(was, Population):  # the population carries on: its neurons in the new proposal's coordinates
-            start = gauss.coordinates(was.draw(lambda0)[0], lambda0)
-        else:  # the proposal's neurons drawn by their weights at this field
-            start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
-
+        if not isinstance(law, Population):  # the proposal's neurons drawn by their weights at this field
+            gauss, xi, rates, levels, h = _renewed(law, m, Sigma, target, moves, rng, 0.5, fresh=False, **ctx)
+            return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
+        gauss = fit_law(law.proposal, m, Sigma)[0]  # the population carries on, in the new proposal's coordinates
+        start = gauss.coordinates(law.draw(lambda0)[0], lambda0)
         xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng)
         return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
+
+    def renew(gauss, m, Sigma, h):
+        """An iteration's population drawn anew (``fresh``)."""
+        return _renewed(gauss, m, Sigma, target, moves, rng, h, **ctx)
 
     if checkpoint is not None and not averaged:
         raise ValueError("checkpoint= saves the averaged solve (proposal='mcmc'), whose iterations take minutes; "
@@ -854,7 +910,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         if checkpoint is not None:
             store = _Checkpoint(checkpoint, _key(X, Y, m, Sigma, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0,
                                                  activation=activation, neurons=M, damping=damping, maxiter=maxiter,
-                                                 tol=tol, seed=seed, moves=moves, steps=steps))
+                                                 tol=tol, seed=seed, moves=moves, steps=steps,
+                                                 **({"fresh": True} if fresh else {})))
             state = store.load()
         if state is None:
             law = move(law, m, Sigma)
@@ -863,10 +920,12 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             law = Population(gauss, state["xi"], m.copy(), Sigma.copy(), c, X, activation, (), (), float(state["h"]))
         m, Sigma, law, residuals, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
                                                      damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng,
-                                                     progress=progress, store=store, state=state)
+                                                     progress=progress, store=store, state=state,
+                                                     renew=renew if fresh else None)
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
-                              reason=reason, proposal=law, seed=seed, steps=steps, populations=populations)
+                              reason=reason, proposal=law, seed=seed, steps=steps, populations=populations,
+                              fresh=fresh, moves=moves)
     residuals, reason, ess, k_hat = [], "", float(M), 0.0
     mixer = _Anderson(damping, int(memory) if accelerate else 0)
     budget = maxiter
