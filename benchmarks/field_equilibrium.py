@@ -18,6 +18,9 @@ This script solves MNIST (0, 1) at P = 200 and one width, then keeps the field f
 independent of the last); its predictions are fresh populations too, and item 2 draws them from another random
 stream than the solve's own prediction.
 
+``--formation 30,30,60,120,240`` only measures how fast (F1)'s specialists form: the proposal's neurons at the exact
+theory's field moved on at that field, their specialists and mean log tilt after each block.
+
 Run:  .venv/bin/python benchmarks/field_equilibrium.py [--root DATA] [--N1 20] [--seed 1]   (about 15 minutes on 2
       cores at 4 000 neurons: the solve 5, the moves 3, the spaced prediction 5)
       .venv/bin/python benchmarks/field_equilibrium.py --fresh [...]     (about an hour: 30 steps an iteration)
@@ -60,7 +63,7 @@ def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
         if b:
             xi, _, _, h = sf._moved(xi, lambda z: target(z, law.proposal, fit.m, fit.Sigma), b, rng, h=h)
             total += b
-        one = replace(fit, proposal=replace(law, moved=xi), populations=1)
+        one = replace(fit, proposal=replace(law, moved=xi), populations=1, fresh=False)  # this population's own
         w, s, rho0, C, y, rho = one._law()
         res = sf._field(*sf._guarded_moments(s, rho, C, y, sf._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
                         fit.Sigma, Y, fit.T)[2]
@@ -69,6 +72,28 @@ def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
                          specialists=float(fit.N1 * np.mean((w @ u) ** 2 * fit.lambda0 > 9)),
                          w2_row=row_norm, w2_null=float(np.mean(np.sum(w**2, axis=1))) - row_norm,
                          **errors(one, X, Y, X0, Y0)))
+    return rows
+
+
+def formation(X, Y, N1, M, blocks, u, seed=0):
+    """How fast (F1)'s specialists form: ``M`` neurons of the proposal fitted at the exact theory's field (where the
+    solves start), drawn by their weights, then moved on by Langevin steps at that fixed field; the number of
+    specialists of N1 and the mean log tilt after each block of ``blocks`` steps."""
+    law = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=1, tol=1.0, moves=1, populations=1).proposal
+    m, Sigma = law.m, law.Sigma  # the exact theory's field: the solve's start, its one iteration not applied
+    target, rng = sf._tilt_target(X, "erf", 1.0, law.c), np.random.default_rng([seed, 9])
+    gauss, xi, _, _, h = sf._renewed(law.proposal, m, Sigma, target, 0, rng, 0.5, X=X, activation="erf",
+                                     lambda0=1.0, c=law.c)
+    rows, total = [], 0
+    for b in [0] + list(blocks):
+        if b:
+            xi, _, _, h = sf._moved(xi, lambda z: target(z, gauss, m, Sigma), b, rng, h=h)
+            total += b
+        w = replace(gauss, noise=xi).draw(1.0)[0]
+        log_tilt = sf._per_neuron(sf.features(w, X, "erf").T, m, Sigma, law.c)[2]
+        rows.append(dict(steps=total, specialists=float(N1 * np.mean((w @ u) ** 2 > 9)),
+                         log_tilt=float(log_tilt.mean())))
+        print(f"| {total} | {rows[-1]['specialists']:.1f} | {rows[-1]['log_tilt']:.2f} |", flush=True)
     return rows
 
 
@@ -86,6 +111,8 @@ def main(argv=None):
     ap.add_argument("--moves", type=int, default=30, help="Langevin steps of each fresh population")
     ap.add_argument("--maxiter", type=int, default=160, help="the solve's most iterations")
     ap.add_argument("--checkpoint", help="a .npz path where the solve saves its progress and continues from")
+    ap.add_argument("--formation", default=None, help="only measure how fast the specialists form at the exact "
+                    "theory's field, moved on blocks of these steps (e.g. 30,30,60,120,240)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     P, N1, M, maxiter = (40, 4, 300, 20) if args.quick else (200, args.N1, args.neurons, args.maxiter)
@@ -94,6 +121,16 @@ def main(argv=None):
     d = rp.datasets.mnist(classes=(0, 1), P=P, P_test=200 if args.quick else 1000, root=args.root, seed=0)
     X, Y = np.asarray(d.X, float), np.asarray(d.Y, float)
     X0, Y0 = np.asarray(d.X_test, float), np.asarray(d.Y_test, float)
+    u = directions(X, Y, Y - Y.mean(axis=0))["labels"]
+    if args.formation:
+        print(f"MNIST (0, 1), P = {P}, N1 = {N1}, {M} neurons at the exact theory's field\n\n"
+              "| steps | specialists of N1 | mean log tilt |\n|---|---|---|")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows = formation(X, Y, N1, M, [int(b) for b in args.formation.split(",")], u, args.seed)
+        with open(args.out, "w") as f:
+            json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, formation=rows), f, indent=1)
+        return
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -105,7 +142,6 @@ def main(argv=None):
     if not fit.converged:  # measured all the same, and said so: the field its iterations reached
         state = f"DID NOT CONVERGE ({fit.reason}); the checks below are of the field it reached"
         fit = replace(fit, converged=True)
-    u = directions(X, Y, Y - Y.mean(axis=0))["labels"]
     rows = moved_on(fit, X, Y, X0, Y0, blocks, u)
     # a fresh fit's predictions are already independent populations: the second one draws them from another stream
     spaced = errors(replace(fit, populations=pops, steps=spacing,
