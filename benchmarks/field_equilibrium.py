@@ -18,8 +18,11 @@ This script solves MNIST (0, 1) at P = 200 and one width, then keeps the field f
 independent of the last); its predictions are fresh populations too, and item 2 draws them from another random
 stream than the solve's own prediction.
 
+``--tempered`` (implies ``--fresh``): each population taken to (F1) by tempered sequential Monte Carlo instead.
+
 ``--formation 30,30,60,120,240`` only measures how fast (F1)'s specialists form: the proposal's neurons at the exact
-theory's field moved on at that field, their specialists and mean log tilt after each block.
+theory's field moved on at that field, their specialists and mean log tilt after each block; with ``--tempered`` the
+neurons start from a tempered population instead (at equilibrium, the rows stay flat).
 
 Run:  .venv/bin/python benchmarks/field_equilibrium.py [--root DATA] [--N1 20] [--seed 1]   (about 15 minutes on 2
       cores at 4 000 neurons: the solve 5, the moves 3, the spaced prediction 5)
@@ -63,7 +66,7 @@ def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
         if b:
             xi, _, _, h = sf._moved(xi, lambda z: target(z, law.proposal, fit.m, fit.Sigma), b, rng, h=h)
             total += b
-        one = replace(fit, proposal=replace(law, moved=xi), populations=1, fresh=False)  # this population's own
+        one = replace(fit, proposal=replace(law, moved=xi), populations=1, fresh=False, tempered=False)  # its own
         w, s, rho0, C, y, rho = one._law()
         res = sf._field(*sf._guarded_moments(s, rho, C, y, sf._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
                         fit.Sigma, Y, fit.T)[2]
@@ -75,15 +78,19 @@ def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
     return rows
 
 
-def formation(X, Y, N1, M, blocks, u, seed=0):
+def formation(X, Y, N1, M, blocks, u, seed=0, tempered=False):
     """How fast (F1)'s specialists form: ``M`` neurons of the proposal fitted at the exact theory's field (where the
-    solves start), drawn by their weights, then moved on by Langevin steps at that fixed field; the number of
-    specialists of N1 and the mean log tilt after each block of ``blocks`` steps."""
+    solves start), drawn by their weights (``tempered``: taken to (F1) by tempered SMC), then moved on by Langevin
+    steps at that fixed field; the number of specialists of N1 and the mean log tilt after each block of ``blocks``
+    steps."""
     law = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=1, tol=1.0, moves=1, populations=1).proposal
     m, Sigma = law.m, law.Sigma  # the exact theory's field: the solve's start, its one iteration not applied
     target, rng = sf._tilt_target(X, "erf", 1.0, law.c), np.random.default_rng([seed, 9])
-    gauss, xi, _, _, h = sf._renewed(law.proposal, m, Sigma, target, 0, rng, 0.5, X=X, activation="erf",
-                                     lambda0=1.0, c=law.c)
+    t = time.perf_counter()
+    gauss, xi, rates, _, h = sf._renewed(law.proposal, m, Sigma, target, 0, rng, 0.5, X=X, activation="erf",
+                                         lambda0=1.0, c=law.c, tempered=tempered)
+    if tempered:
+        print(f"(tempered: {len(rates)} Langevin steps in {time.perf_counter() - t:.0f} s)\n", flush=True)
     rows, total = [], 0
     for b in [0] + list(blocks):
         if b:
@@ -108,6 +115,7 @@ def main(argv=None):
     ap.add_argument("--spacing", type=int, default=30, help="steps between the populations of item 2")
     ap.add_argument("--out", default="field_equilibrium.json")
     ap.add_argument("--fresh", action="store_true", help="solve with fresh=True: each iteration's population new")
+    ap.add_argument("--tempered", action="store_true", help="fresh populations by tempered SMC (tempered=True)")
     ap.add_argument("--moves", type=int, default=30, help="Langevin steps of each fresh population")
     ap.add_argument("--maxiter", type=int, default=160, help="the solve's most iterations")
     ap.add_argument("--checkpoint", help="a .npz path where the solve saves its progress and continues from")
@@ -127,15 +135,17 @@ def main(argv=None):
               "| steps | specialists of N1 | mean log tilt |\n|---|---|---|")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rows = formation(X, Y, N1, M, [int(b) for b in args.formation.split(",")], u, args.seed)
+            rows = formation(X, Y, N1, M, [int(b) for b in args.formation.split(",")], u, args.seed, args.tempered)
         with open(args.out, "w") as f:
-            json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, formation=rows), f, indent=1)
+            json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, tempered=args.tempered, formation=rows), f,
+                      indent=1)
         return
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=maxiter, seed=args.seed, tol=1.0 if args.quick else None,
-                       fresh=args.fresh, moves=5 if args.quick else args.moves, progress=not args.quick,
+                       fresh=args.fresh or args.tempered, tempered=args.tempered,
+                       moves=5 if args.quick else args.moves, progress=not args.quick,
                        checkpoint=args.checkpoint)
     solved = time.perf_counter() - t
     state = f"converged at iteration {fit.n_iter}"
@@ -155,13 +165,14 @@ def main(argv=None):
         print(f"| {r['steps']} | {r['residual_m']:.3f} | {r['train_mse']:.5f} | {r['test_bias2']:.4f} | "
               f"{r['test_var']:.4f} | {r['specialists']:.2f} | {r['w2_row']:.0f}; {r['w2_null']:.0f} |")
     print("\n| prediction | training MSE | test bias² | test variance | ε_g |\n|---|---|---|---|---|")
-    kind = (lambda n, k: f"{n} fresh populations ({fit.moves} steps each){k}") if fit.fresh else (
+    how = "tempered" if fit.tempered else f"{fit.moves} steps each"
+    kind = (lambda n, k: f"{n} fresh populations ({how}){k}") if fit.fresh else (
         lambda n, k: f"{n} populations {spacing if k else fit.steps} steps apart")
     for name, e in ((f"the solve's ({kind(fit.populations, '')})", own), (kind(pops, ", another stream"), spaced)):
         print(f"| {name} | {e['train_mse']:.5f} | {e['test_bias2']:.4f} | {e['test_var']:.4f} | "
               f"{e['test_bias2'] + e['test_var']:.4f} |")
     with open(args.out, "w") as f:
-        json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, fresh=fit.fresh, state=state, n_iter=fit.n_iter,
+        json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, fresh=fit.fresh, tempered=fit.tempered, state=state, n_iter=fit.n_iter,
                        residuals=fit.residuals.tolist(), moved_on=rows, own=own,
                        spaced=spaced, populations=pops, spacing=spacing), f, indent=1)
 

@@ -74,6 +74,15 @@ solve converged to the law of too-young populations and its prediction depended 
 0.081; sampled 0.029); at α = 10 it did not converge in 160 iterations. A solve of (F1)-(F2) on MNIST needs
 populations both independent and at (F1).
 
+**Tempered populations** (``fresh=True, tempered=True``). Each fresh population is taken from the fitted proposal to
+(F1) by adaptive tempered sequential Monte Carlo (:func:`_tempered`): where the tilt is strong (the exact theory's
+field at α = 2) it reaches (F1)'s specialists in 70 steps, which Langevin steps alone do not reach in 480. But at a
+field where the proposal's weights look good (an effective sample size of 80%) it is one stage of 10 steps and misses
+them as the plain fresh populations do; and independent populations of 4 000 neurons at one field differ by a
+residual of m of 0.4-0.5 (T = 0.01 magnifies the Monte Carlo error of (F1)'s averages by |m|), far above the
+tolerance at which the solve stops. The α = 2 tempered solve converged and predicts ε_g 0.18 and 0.22 (two streams;
+sampled 0.029): docs/validity.md, "Tempered populations".
+
 With a Gaussian proposal (``"fitted"``) the solve runs in **rounds**: the proposal fitted at the current field, then
 (F2) iterated on these fixed neurons (Anderson mixing of the damped steps, :class:`_Anderson`: the damped iteration
 alone creeps or diverges at α ≥ 1) until the residuals fall below ``tol``; where the settled field's weights have k >
@@ -152,6 +161,7 @@ class SharedFieldFit(FitShape):
     populations: int = 1
     fresh: bool = False  # each population drawn anew, ``moves`` steps from the proposal (not moved on ``steps``)
     moves: int = 30
+    tempered: bool = False  # each fresh population taken to (F1) by tempered sequential Monte Carlo
 
     @property
     def weights(self) -> np.ndarray:
@@ -201,8 +211,8 @@ class SharedFieldFit(FitShape):
         (F1) (``proposal="mcmc"``) its averages are taken over ``populations`` populations, each ``steps`` Langevin
         steps on from the last at this field: (F3) is not linear in them (the inverse of T + N1 L), and one
         population of 10 000 neurons gave an ε_g 2.5% below that of 16 averaged (the linear teacher at α = 2). A
-        ``fresh`` fit's populations are each drawn anew (the proposal's neurons moved ``moves`` steps), independent
-        of the solve's."""
+        ``fresh`` fit's populations are each drawn anew (the proposal's neurons moved ``moves`` steps, or tempered),
+        independent of the solve's."""
         if not self.converged:
             raise RuntimeError(f"this fit did not converge ({self.reason}); its predictions would mean nothing. "
                                "Continue from a converged neighbour (init=) or raise neurons")
@@ -215,7 +225,8 @@ class SharedFieldFit(FitShape):
         for k in range(self.populations):
             if self.fresh:  # each population independent of the solve's and of the others
                 gauss, xi, _, _, h = _renewed(gauss, self.m, self.Sigma, target, self.moves, rng, h, X=self.X,
-                                              activation=self.activation, lambda0=self.lambda0, c=law.c)
+                                              activation=self.activation, lambda0=self.lambda0, c=law.c,
+                                              tempered=self.tempered)
             elif k:
                 xi, _, _, h = _moved(xi, lambda z: target(z, gauss, self.m, self.Sigma), self.steps, rng, h=h)
             fit = replace(self, proposal=replace(law, proposal=gauss, moved=xi, m=self.m, Sigma=self.Sigma))
@@ -547,15 +558,22 @@ def _fitted(law: Proposal, m, Sigma, *, X, activation, lambda0, c, fits: int = _
     return law, w, s, log_ratio
 
 
-def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fresh: bool = True, X, activation,
-             lambda0, c):
+def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fresh: bool = True,
+             tempered: bool = False, X, activation, lambda0, c):
     """A population at (F1) of the field (m, Sigma) from the Gaussian proposal ``gauss``: the proposal fitted at the
     field (:func:`_fitted`), its neurons (``fresh``: new standard normals from ``rng``, independent of every earlier
-    population) drawn by their weights, then moved ``moves`` Langevin steps (:func:`_moved`, from the step ``h``).
-    Returns (the fitted proposal, the coordinates, the acceptances, the levels, the step reached)."""
-    if fresh:
+    population) drawn by their weights, then moved ``moves`` Langevin steps (:func:`_moved`, from the step ``h``);
+    ``tempered``: instead, new standard normals under the fitted proposal taken to (F1) by tempered sequential Monte
+    Carlo (:func:`_tempered`, :data:`_STAGE_MOVES` steps a stage). Returns (the fitted proposal, the coordinates, the
+    acceptances, the levels, the step reached)."""
+    if fresh or tempered:
         gauss = replace(gauss, noise=rng.standard_normal(gauss.noise.shape))
     gauss, _, s, log_ratio = _fitted(gauss, m, Sigma, X=X, activation=activation, lambda0=lambda0, c=c)
+    if tempered:  # the fit saw these normals: the tempering starts from new ones, exact draws of the proposal
+        xi, rates, levels, h, _ = _tempered(rng.standard_normal(gauss.noise.shape),
+                                            lambda xi: target(xi, gauss, m, Sigma), rng, h=h, moves=_STAGE_MOVES,
+                                            ess=_STAGE_ESS)
+        return gauss, xi, rates, levels, h
     start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
     xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng, h=h)
     return gauss, xi, rates, levels, h
@@ -586,6 +604,55 @@ def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5
         levels.append(float(lp.mean()))
         h = float(np.clip(h * np.exp(2 * (rates[-1] - accept)), 1e-4, 4.0))
     return xi, tuple(rates), tuple(levels), h
+
+
+#: tempered SMC (:func:`_tempered`) for ``tempered=True``: Langevin steps at each stage and the effective sample size
+#: (share of the neurons) each stage keeps. On MNIST (0, 1), P = 200, alpha = 2 (4 000 neurons, the exact theory's
+#: field) 10 and 0.8 reached (F1) in 7 stages (70 steps): the specialists (88.6 of N1) and the mean log tilt then stay
+#: flat over 90 more steps, as after 14 stages of 10 at 0.95 (88.8); 4 stages of 5 at 0.5 left 63.9, still rising
+_STAGE_MOVES, _STAGE_ESS = 10, 0.8
+
+
+def _tempered(start, target, rng, h: float = 0.5, moves: int = _STAGE_MOVES, ess: float = _STAGE_ESS,
+              max_stages: int = 200):
+    r"""Adaptive tempered sequential Monte Carlo (Del Moral, Doucet & Jasra, JRSS B 68, 411 (2006); the next power
+    by bisection on the weights' effective sample size, as BlackJAX's ``adaptive_tempered_smc``) from the exact draws
+    ``start`` (M, N0) of a unit Gaussian to :math:`\pi(\xi) \propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`
+    (``target(xi) -> (ell, grad)``, as :func:`_moved`'s): through :math:`\pi_\beta \propto \mathcal N(\xi; 0, 1)\,
+    e^{\beta\ell(\xi)}`, each stage raising β as far as the incremental weights :math:`e^{\Delta\beta\,\ell}` keep
+    an effective sample size of ``ess`` M, drawing the neurons by these weights (:func:`_resampled`) and moving them
+    ``moves`` Langevin steps at the new β (:func:`_moved`, each leaving π_β invariant). A mode of π far from the
+    start that Langevin steps reach only over hundreds of steps (the specialists of (F1) on MNIST: docs/validity.md,
+    "Fresh populations") gets its weight from the reweighting, stage by stage, as long as some neurons lie in its
+    direction. Returns the coordinates, the acceptance of each step, the mean log π_β after each, the step reached
+    and the ladder of β."""
+    xi = start
+    ell, _ = target(xi)
+    beta, betas, rates, levels = 0.0, [0.0], [], []
+    while beta < 1.0:
+        if len(betas) > max_stages:
+            raise RuntimeError(f"tempered SMC did not reach the target in {max_stages} stages (beta = {beta:.3g}): "
+                               "the tilt is too strong for these neurons; raise neurons")
+        if _ess((1.0 - beta) * ell) >= ess * len(xi):
+            new = 1.0
+        else:  # bisection on the power: the largest step whose weights keep the effective sample size
+            lo, hi = beta, 1.0
+            for _ in range(50):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if _ess((mid - beta) * ell) >= ess * len(xi) else (lo, mid)
+            new = max(lo, beta + 1e-6)
+        xi = xi[_resampled((new - beta) * ell, rng)]
+        beta = new
+        betas.append(beta)
+
+        def stage(z, b=beta):
+            v, g = target(z)
+            return b * v, b * g
+
+        xi, r, lv, h = _moved(xi, stage, moves, rng, h=h)
+        rates, levels = rates + list(r), levels + list(lv)
+        ell, _ = target(xi)
+    return xi, tuple(rates), tuple(levels), h, tuple(betas)
 
 
 #: seconds between two saves of a solve's checkpoint (:class:`_Checkpoint`)
@@ -817,7 +884,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
           neurons: int = 40_000, damping: float | None = None, maxiter: int | None = None, tol: float | None = None,
           min_ess: float = 100.0, proposal: str = "mcmc", accelerate: bool = True, memory: int = 5,
           init: SharedFieldFit | None = None, seed: int = 0, moves: int = 30, steps: int = 3,
-          populations: int = 16, fresh: bool = False, progress: bool = False, checkpoint=None) -> SharedFieldFit:
+          populations: int = 16, fresh: bool = False, tempered: bool = False, progress: bool = False,
+          checkpoint=None) -> SharedFieldFit:
     """Solve (F2) for the shared field: fixed-point iterations, ``damping`` of each step taken, mixed over the last
     ``memory`` steps (Anderson, ``accelerate``; Newton steps on m diverge), from the exact theory's field or from
     ``init`` (a fit at a neighbouring width: continuation in alpha, with its neurons and proposal), with averages over
@@ -837,7 +905,10 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     of a prediction's) drawn anew from the proposal fitted at the field and moved ``moves`` steps, independent of
     the last, instead of one population moved on ``steps`` steps an iteration (whose slowly decorrelating
     specialists the field can fit: docs/validity.md, "Is the solve's field a fixed point of (F1)'s law?"); ``moves``
-    / ``steps`` times the cost of an iteration. ``progress``: a bar over these iterations with
+    / ``steps`` times the cost of an iteration. ``tempered`` (with ``fresh``): each of these populations taken from
+    the fitted proposal to (F1) by adaptive tempered sequential Monte Carlo (:func:`_tempered`: stages of
+    :data:`_STAGE_MOVES` Langevin steps, about 140 steps a population on MNIST at P = 200) instead of ``moves``
+    steps, which do not reach (F1)'s specialists there (docs/validity.md, "Tempered populations"). ``progress``: a bar over these iterations with
     their residuals (``"mcmc"``; a solve takes minutes to an hour at P = 200-1000), one line per iteration where
     stderr is not a terminal. ``checkpoint``: a path ``*.npz`` where the ``"mcmc"`` solve saves its state every minute
     and at its end; called again with the same data, start and settings it continues from there to the same field as
@@ -861,6 +932,9 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     if fresh not in (True, False) or (fresh and proposal != "mcmc"):
         raise ValueError(f"fresh must be True or False, and True only with proposal='mcmc' (it draws each iteration's "
                          f"neurons anew and moves them to (F1)); got fresh={fresh!r}, proposal={proposal!r}")
+    if tempered not in (True, False) or (tempered and not fresh):
+        raise ValueError(f"tempered must be True or False, and True only with fresh=True (it is how each fresh "
+                         f"population is taken to (F1)); got tempered={tempered!r}, fresh={fresh!r}")
     moves, steps, populations = (positive_int(k, v) for k, v in (("moves", moves), ("steps", steps),
                                                                   ("populations", populations)))
     activation = get_activation(activation).name
@@ -896,7 +970,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     def move(law, m, Sigma):
         """The Gaussian proposal fitted at the field, then its neurons (or the last population's) moved to (F1)."""
         if not isinstance(law, Population):  # the proposal's neurons drawn by their weights at this field
-            gauss, xi, rates, levels, h = _renewed(law, m, Sigma, target, moves, rng, 0.5, fresh=False, **ctx)
+            gauss, xi, rates, levels, h = _renewed(law, m, Sigma, target, moves, rng, 0.5, fresh=False,
+                                                   tempered=tempered, **ctx)
             return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
         gauss = fit_law(law.proposal, m, Sigma)[0]  # the population carries on, in the new proposal's coordinates
         start = gauss.coordinates(law.draw(lambda0)[0], lambda0)
@@ -905,7 +980,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
 
     def renew(gauss, m, Sigma, h):
         """An iteration's population drawn anew (``fresh``)."""
-        return _renewed(gauss, m, Sigma, target, moves, rng, h, **ctx)
+        return _renewed(gauss, m, Sigma, target, moves, rng, h, tempered=tempered, **ctx)
 
     if checkpoint is not None and not averaged:
         raise ValueError("checkpoint= saves the averaged solve (proposal='mcmc'), whose iterations take minutes; "
@@ -916,7 +991,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             store = _Checkpoint(checkpoint, _key(X, Y, m, Sigma, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0,
                                                  activation=activation, neurons=M, damping=damping, maxiter=maxiter,
                                                  tol=tol, seed=seed, moves=moves, steps=steps,
-                                                 **({"fresh": True} if fresh else {})))
+                                                 **({"fresh": True} if fresh else {}),
+                                                 **({"tempered": True} if tempered else {})))
             state = store.load()
         if state is None:
             law = move(law, m, Sigma)
@@ -930,7 +1006,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
                               reason=reason, proposal=law, seed=seed, steps=steps, populations=populations,
-                              fresh=fresh, moves=moves)
+                              fresh=fresh, moves=moves, tempered=tempered)
     residuals, reason, ess, k_hat = [], "", float(M), 0.0
     mixer = _Anderson(damping, int(memory) if accelerate else 0)
     budget = maxiter
