@@ -2,13 +2,15 @@
 
 Reads the finished checkpoint of ``benchmarks/field_equilibrium.py --tempered --N1 100 --seed 0 --maxiter 160
 --checkpoint PATH`` (MNIST (0, 1), P = 200, 4 000 neurons; the solve returns at once from it) and, at its field,
-reports for new tempered populations (two streams; the default effective sample size 0.8 a stage, and 0.99) and for
-the first one moved on 120, 240, 480 Langevin steps: the residual of m against the population's own moments of (F2),
-its training error and ε_g as one population, its specialists of N1 and its mean log tilt. Independent populations at
-(F1) agree within their Monte Carlo error; a population that shifts when moved on was not at (F1).
+reports for new tempered populations (from the fitted proposal: two streams with the default effective sample size
+0.8 a stage, one with 0.99; from the prior: two with 0.8, one with 0.999) and for the first one moved on
+``--blocks`` (120, 240, 480) Langevin steps (``--long N``: another moved on N steps): the residual of m against the
+population's own moments of (F2), its training error and ε_g as one population, its specialists of N1 and its mean
+log tilt. Independent populations at (F1) agree within their Monte Carlo error; a population that shifts when moved
+on was not at (F1).
 
-Run:  .venv/bin/python benchmarks/tempered_populations.py --checkpoint runs/a2_tempered.npz [--root DATA]
-      (about 6 minutes on 2 cores)
+Run:  .venv/bin/python benchmarks/tempered_populations.py --checkpoint runs/a2_tempered.npz [--root DATA] [--long 2000]
+      (about 10 minutes on 2 cores, and 15 more for --long 2000)
 """
 import argparse
 import sys
@@ -31,6 +33,9 @@ warnings.simplefilter("ignore")
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--root", help="the data sets' folder (default: the loaders' rules, RENORMPP_DATA)")
 ap.add_argument("--checkpoint", required=True, help="the finished checkpoint of the tempered solve")
+ap.add_argument("--blocks", type=lambda v: [int(b) for b in v.split(",")], default=[120, 120, 240],
+                help="steps of the blocks the first population is moved on")
+ap.add_argument("--long", type=int, default=0, help="also one population moved on this many steps, 250 a block")
 args = ap.parse_args()
 if not Path(args.checkpoint).exists():
     sys.exit(f"no checkpoint at {args.checkpoint}: run benchmarks/field_equilibrium.py --tempered --N1 100 --seed 0 "
@@ -60,21 +65,36 @@ def row(gauss, xi, tag):
           f"{fit.N1 * np.mean((w @ u)**2 > 9):.2f} | {lt.mean():.3f} |", flush=True)
 
 
-print("| population | residual of m | training MSE | eps_g (one population) | specialists | mean log tilt |\n"
-      "|---|---|---|---|---|---|")
-for seed in (11, 12):
+def moved_on(g, xi, rng, h, blocks):
+    """Rows of the population ``xi`` moved on ``blocks`` Langevin steps at a time at the fit's field."""
+    total = 0
+    for b in blocks:
+        xi, _, _, h = sf._moved(xi, lambda z: target(z, g, fit.m, fit.Sigma), b, rng, h=h)
+        total += b
+        row(g, xi, f"  moved on {total}")
+
+
+def tempered(g, seed, ess=sf._STAGE_ESS, name="from the fitted proposal"):
+    """A tempered population from the Gaussian ``g`` (its coordinates are tempered from g's unit normals), its row."""
     rng = np.random.default_rng(seed)
-    t = time.time()
-    g, xi, rates, _, h = sf._renewed(law.proposal, fit.m, fit.Sigma, target, 30, rng, 0.5, tempered=True, **ctx)
-    row(g, xi, f"tempered (ess 0.8), seed {seed}, {len(rates)} steps, {time.time()-t:.0f} s")
-    if seed == 11:
-        tot = 0
-        for b in (120, 120, 240):
-            xi, _, _, h = sf._moved(xi, lambda z: target(z, g, fit.m, fit.Sigma), b, rng, h=h); tot += b
-            row(g, xi, f"  moved on {tot}")
-rng = np.random.default_rng(13)
-g = sf._fitted(replace(law.proposal, noise=rng.standard_normal(law.proposal.noise.shape)), fit.m, fit.Sigma, **ctx)[0]
-t = time.time()
-xi, rates, _, h, betas = sf._tempered(rng.standard_normal(g.noise.shape), lambda z: target(z, g, fit.m, fit.Sigma),
-                                      rng, ess=0.99)
-row(g, xi, f"tempered (ess 0.99), {len(betas)-1} stages, {len(rates)} steps, {time.time()-t:.0f} s")
+    t = time.perf_counter()
+    xi, rates, _, h, betas = sf._tempered(rng.standard_normal(g.noise.shape), lambda z: target(z, g, fit.m, fit.Sigma),
+                                          rng, ess=ess)
+    row(g, xi, f"{name}, ESS {ess:g}, stream {seed}: {len(betas) - 1} stages, {len(rates)} steps, "
+               f"{time.perf_counter() - t:.0f} s")
+    return xi, rng, h
+
+
+print("| population | residual of m | training MSE | ε_g (one population) | specialists of N1 | mean log tilt |\n"
+      "|---|---|---|---|---|---|")
+fitted = sf._fitted(replace(law.proposal, noise=np.random.default_rng(10).standard_normal(law.proposal.noise.shape)),
+                    fit.m, fit.Sigma, **ctx)[0]  # the proposal fitted at the field, as _renewed fits it
+prior = sf.Proposal.prior(law.proposal.noise, law.proposal.basis, 1.0)  # the tempering from the prior
+moved_on(fitted, *tempered(fitted, 11), args.blocks)
+tempered(fitted, 12)
+tempered(fitted, 13, ess=0.99)
+tempered(prior, 21, name="from the prior")
+tempered(prior, 22, name="from the prior")
+tempered(prior, 23, ess=0.999, name="from the prior")
+if args.long:
+    moved_on(fitted, *tempered(fitted, 31), [250] * (args.long // 250))

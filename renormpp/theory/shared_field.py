@@ -77,11 +77,11 @@ populations both independent and at (F1).
 **Tempered populations** (``fresh=True, tempered=True``). Each fresh population is taken from the fitted proposal to
 (F1) by adaptive tempered sequential Monte Carlo (:func:`_tempered`): where the tilt is strong (the exact theory's
 field at α = 2) it reaches (F1)'s specialists in 70 steps, which Langevin steps alone do not reach in 480. But at a
-field where the proposal's weights look good (an effective sample size of 80%) it is one stage of 10 steps and misses
-them as the plain fresh populations do; and independent populations of 4 000 neurons at one field differ by a
-residual of m of 0.4-0.5 (T = 0.01 magnifies the Monte Carlo error of (F1)'s averages by |m|), far above the
-tolerance at which the solve stops. The α = 2 tempered solve converged and predicts ε_g 0.18 and 0.22 (two streams;
-sampled 0.029): docs/validity.md, "Tempered populations".
+field where the proposal's weights look good (an effective sample size of 80%) it is one stage of 10 steps and its
+populations lack a third to a half of (F1)'s specialists, as the plain fresh ones do; and even populations of 4 000
+neurons at (F1) leave a residual of m of 0.23-0.32 there (T = 0.01 magnifies the Monte Carlo error of (F1)'s
+averages by |m|), far above the tolerance at which the solve stops. The α = 2 tempered solve converged and predicts
+ε_g 0.18 and 0.22 (two streams; sampled 0.029): docs/validity.md, "Tempered populations".
 
 With a Gaussian proposal (``"fitted"``) the solve runs in **rounds**: the proposal fitted at the current field, then
 (F2) iterated on these fixed neurons (Anderson mixing of the damped steps, :class:`_Anderson`: the damped iteration
