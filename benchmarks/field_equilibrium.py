@@ -148,9 +148,11 @@ def main(argv=None):
                        moves=5 if args.quick else args.moves, progress=not args.quick,
                        checkpoint=args.checkpoint)
     solved = time.perf_counter() - t
-    state = f"converged at iteration {fit.n_iter}"
+    state = (f"converged at iteration {fit.n_iter}, Monte Carlo error of the field {fit.mc_error[0]:.2g} (m), "
+             f"{fit.mc_error[1]:.2g} (Sigma)")
     if not fit.converged:  # measured all the same, and said so: the field its iterations reached
-        state = f"DID NOT CONVERGE ({fit.reason}); the checks below are of the field it reached"
+        state = (f"DID NOT CONVERGE ({fit.reason}; Monte Carlo error {fit.mc_error[0]:.2g}, {fit.mc_error[1]:.2g}); "
+                 "the checks below are of the field it reached")
         fit = replace(fit, converged=True)
     rows = moved_on(fit, X, Y, X0, Y0, blocks, u)
     # a fresh fit's predictions are already independent populations: the second one draws them from another stream
@@ -173,7 +175,7 @@ def main(argv=None):
               f"{e['test_bias2'] + e['test_var']:.4f} |")
     with open(args.out, "w") as f:
         json.dump(dict(P=P, N1=N1, neurons=M, seed=args.seed, fresh=fit.fresh, tempered=fit.tempered, state=state, n_iter=fit.n_iter,
-                       residuals=fit.residuals.tolist(), moved_on=rows, own=own,
+                       residuals=fit.residuals.tolist(), mc_error=list(fit.mc_error), moved_on=rows, own=own,
                        spaced=spaced, populations=pops, spacing=spacing), f, indent=1)
 
 

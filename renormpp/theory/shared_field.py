@@ -138,8 +138,9 @@ from .single_neuron import features
 class SharedFieldFit(FitShape):
     """A solve of (F1)-(F2): the field's mean ``m`` (P, D) and covariance ``Sigma`` (PD x PD, output-major), the
     residuals of every iteration (``residuals``: rows (|T m + N1 E[s y^T] - Y| / |Y|, |dSigma| / |Sigma|)), the
-    effective sample size ``ess`` of the reweighted prior neurons, and whether it converged (``reason`` says why
-    not). ``predict`` and ``generalization_error`` as every fit's (F3)."""
+    Monte Carlo error of the last in the same norms (``mc_error``, neurons moved to (F1)), the effective sample size
+    ``ess`` of the reweighted prior neurons, and whether it converged (``reason`` says why not). ``predict`` and
+    ``generalization_error`` as every fit's (F3)."""
 
     X: np.ndarray
     Y: np.ndarray
@@ -162,6 +163,7 @@ class SharedFieldFit(FitShape):
     fresh: bool = False  # each population drawn anew, ``moves`` steps from the proposal (not moved on ``steps``)
     moves: int = 30
     tempered: bool = False  # each fresh population taken to (F1) by tempered sequential Monte Carlo
+    mc_error: tuple = (0.0, 0.0)  # the field's Monte Carlo error in the residuals' norms (_mc_error; "mcmc" only)
 
     @property
     def weights(self) -> np.ndarray:
@@ -273,6 +275,8 @@ _FITS, _ROUNDS = 20, 4
 #: the default iterations of the stochastic approximation (proposal="mcmc"); a longer ``maxiter`` stops at the
 #: tolerance from there on
 _AVERAGED_ITER = 80
+#: iterations in each block of the averaging phase that :func:`_mc_error` splits into two alternating halves
+_SPLIT_BLOCK = 5
 #: the neurons' laws of :func:`solve`
 PROPOSALS = ("fitted", "mcmc", "prior")
 #: Pareto k of the importance weights down to which the proposal is fitted, and above which the averages are
@@ -709,26 +713,33 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     matters: the field is a matrix inverse of the moments, and the inverse of a noisy estimate is biased (by about
     3% in ε_g with 10 000 neurons on the linear teacher at α = 2). No importance weight enters: the neurons are at
     (F1), the field is left where they were last moved. Past the default length (:data:`_AVERAGED_ITER` iterations,
-    whose solves run it through) the iteration stops at the first residual below ``tol`` once averaging: a
-    ``maxiter`` of 160 is a cap (MNIST P = 200 crossed the tolerance at iterations 90-120), not a cost. ``store``
+    whose solves run it through) the iteration stops at the first residual below ``tol`` once averaging, where the
+    Monte Carlo error of the averaged moments (:func:`_mc_error`) is below ``tol`` too (a first crossing of a noisy
+    residual is no fixed point): a ``maxiter`` of 160 is a cap, not a cost. ``store``
     saves the state as it goes, ``state`` (a saved one) continues from it: the same iterations as without a break.
     ``renew`` (``fresh=True``): ``renew(gauss, m, Sigma, h) -> (gauss, xi, rates, levels, h)`` gives each
     iteration a new population, independent of the last (:func:`_renewed`), instead of moving the last one on.
-    Returns (m, Sigma, the population, residuals, reason)."""
+    Returns (m, Sigma, the population, residuals, the Monte Carlo error, reason)."""
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
     burn = maxiter // 2
     residuals, rates, levels, L_W, L_C, reason = [], list(law.acceptance), list(law.levels), 0.0, 0.0, ""
-    first, done = 0, False
+    first, done, error = 0, False, (np.inf, np.inf)
+    halves = np.zeros((2, 2) + 2 * (Y.size,))  # the averaging phase's moments (L_W, L_C) summed in two halves
+    block = max(1, min(_SPLIT_BLOCK, (maxiter - burn) // 4))  # of alternate blocks, at least two each
+    counts = np.zeros(2, dtype=int)
     if state is not None:
         first, done, reason = int(state["next"]), bool(state["done"]), str(state["reason"])
         m, Sigma, L_W, L_C, h = state["m"], state["Sigma"], state["L_W"], state["L_C"], float(state["h"])
         residuals, rates, levels = list(state["residuals"]), list(state["rates"]), list(state["levels"])
+        if "halves" in state:  # (a checkpoint of an earlier version holds no Monte Carlo error: infinite)
+            halves, counts, error = state["halves"], state["counts"], tuple(state["error"])
         rng.bit_generator.state = json.loads(str(state["rng"]))
 
     def save(k, force=False):
         if store is not None:
             store.save(force, next=k, done=done, reason=reason, m=m, Sigma=Sigma, L_W=L_W, L_C=L_C, h=h, xi=xi,
                        residuals=np.asarray(residuals).reshape(-1, 2), rates=rates, levels=levels,
+                       halves=halves, counts=counts, error=np.asarray(error),
                        rng=json.dumps(rng.bit_generator.state), basis=gauss.basis, mean=gauss.mean, chol=gauss.chol)
 
     bar = progress_bar(total=maxiter, initial=first, desc="shared field", disable=not progress)
@@ -746,16 +757,24 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
         LW, LC = _guarded_moments(s, np.ones(len(s)), C, y, dK, N1, T)
         a = 1.0 if k == 0 else damping if k < burn else max(damping / (1 + damping * (k - burn)), 1 / (k + 1))
         L_W, L_C = L_W + a * (LW - L_W), L_C + a * (LC - L_C)
+        if k >= burn:
+            half = (k - burn) // block % 2
+            halves[half, 0] += LW
+            halves[half, 1] += LC
+            counts[half] += 1
         m_new, Sigma_new, res = _field(L_W, L_C, m, Sigma, Y, T)
         if not np.all(np.isfinite(res)):
             reason = "the iteration produced a number that is not finite"
             break
         residuals.append(res)
+        if k >= burn:
+            error = _mc_error(halves, counts, m, Sigma, Y, T)
         bar.set_postfix_str(f"residuals {res[0]:.2g}, {res[1]:.2g} (tol {tol:g}), "
-                            + ("averaging" if k >= burn else "following the field"))
+                            + (f"averaging, Monte Carlo error {max(error):.2g}" if k >= burn
+                               else "following the field"))
         bar.update()
-        if k >= max(burn, _AVERAGED_ITER - 1) and max(res) < tol:
-            break  # averaging and settled: the field is left where its residual was measured
+        if k >= max(burn, _AVERAGED_ITER - 1) and max(res) < tol and max(error) < tol:
+            break  # averaging and settled, beyond the moments' own noise: the field is left where it was measured
         if k < maxiter - 1:
             m, Sigma = m + damping * (m_new - m), Sigma + damping * (Sigma_new - Sigma)
             save(k + 1)
@@ -764,10 +783,37 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
         reason = (f"the residuals {residuals[-1][0]:.2g}, {residuals[-1][1]:.2g} of the field with averaged moments "
                   f"did not fall below tol = {tol:g} in {maxiter} iterations ({burn} following the field, the rest "
                   "averaging); raise maxiter, or neurons")
+    elif not reason and not np.isfinite(max(error)):
+        reason = ("the Monte Carlo error of the averaged moments was not measured (an averaging phase too short to "
+                  "split into two halves, or a checkpoint of an earlier version); raise maxiter")
+    elif not reason and max(error) >= tol:
+        reason = (f"the residuals fell below tol = {tol:g}, but the Monte Carlo error of the averaged moments "
+                  f"({error[0]:.2g} in m, {error[1]:.2g} in Sigma, from two halves of the iterations) did not in "
+                  f"{maxiter} iterations: the residuals are within the noise; raise neurons, or maxiter")
     done = True
     save(len(residuals), force=True)
     law = Population(gauss, xi, m.copy(), Sigma.copy(), c, law.X, law.activation, tuple(rates), tuple(levels), h)
-    return m, Sigma, law, np.asarray(residuals).reshape(-1, 2), reason
+    return m, Sigma, law, np.asarray(residuals).reshape(-1, 2), error, reason
+
+
+def _mc_error(halves, counts, m, Sigma, Y, T):
+    r"""The Monte Carlo error of the field that the averaged moments give, in the residuals' norms (:func:`_field`):
+    the averaging phase's iterations split into two halves (alternate blocks of :data:`_SPLIT_BLOCK` iterations, fewer
+    in a short solve), and half the difference of what their moments give, :math:`\|(L_C^A - L_C^B)m\|/(2\|y\|)` and
+    :math:`\|\Sigma'_A - \Sigma'_B\|/(2\|\Sigma\|)`: for two independent halves of n iterations of variance σ² each,
+    the difference has variance 4σ²/n and the whole average σ²/n. The halves are independent where each iteration's
+    population is drawn anew (``fresh``); with one population moved on, only where its blocks decorrelate (a few
+    steps where the tilt is weak; where specialists form over hundreds of steps, on MNIST, the error is
+    underestimated). A residual below ``tol`` says little where this error is above it (on MNIST at T = 0.01 the
+    m-equation magnifies the populations' noise by |m|: docs/validity.md, "Tempered populations"). Infinite before
+    both halves hold an iteration."""
+    if counts.min() == 0:
+        return np.inf, np.inf
+    (W_A, C_A), (W_B, C_B) = halves[0] / counts[0], halves[1] / counts[1]
+    y_vec, eye = Y.T.reshape(-1), np.eye(Y.size)
+    S_A, S_B = np.linalg.inv(T * eye + W_A), np.linalg.inv(T * eye + W_B)
+    return (float(np.linalg.norm((C_A - C_B) @ m.T.reshape(-1)) / (2 * np.linalg.norm(y_vec))),
+            float(np.linalg.norm(S_A - S_B) / (2 * np.linalg.norm(Sigma))))
 
 
 def _moments(s, rho, C, y, dK, N1):
@@ -899,13 +945,15 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     ``maxiter`` (80) iterations of stochastic approximation, ``steps`` steps of the population each, the moments of
     (F2) averaged over the iterations, the field moved ``damping`` (0.3) of the way to their solution (Anderson mixing
     does not apply to noisy steps); converged where the residuals of the field against the averaged moments fall
-    below ``tol`` (1e-2: they fall as the averages settle, as 1/k); a ``maxiter`` above 80 is a cap: past the 80th
-    iteration and its first half the solve stops where they do (MNIST (0, 1) at P = 200 needs 90-120 at α = 2 and
-    4: ``maxiter=160``); predictions averaged over ``populations``. ``fresh``: each iteration's population (and each
-    of a prediction's) drawn anew from the proposal fitted at the field and moved ``moves`` steps, independent of
-    the last, instead of one population moved on ``steps`` steps an iteration (whose slowly decorrelating
-    specialists the field can fit: docs/validity.md, "Is the solve's field a fixed point of (F1)'s law?"); ``moves``
-    / ``steps`` times the cost of an iteration. ``tempered`` (with ``fresh``): each of these populations taken from
+    below ``tol`` (1e-2: they fall as the averages settle, as 1/k), and so does the Monte Carlo error of the averaged
+    moments (``mc_error`` of the fit, :func:`_mc_error`: a residual within the noise is no fixed point; "did not
+    converge" says which was not met); a ``maxiter`` above 80 is a cap: past the 80th iteration and its first half
+    the solve stops where both are below ``tol``; predictions averaged over ``populations``. ``fresh``: each
+    iteration's population (and each of a prediction's) drawn anew from the proposal fitted at the field and moved
+    ``moves`` steps, independent of the last, instead of one population moved on ``steps`` steps an iteration (whose
+    slowly decorrelating specialists the field can fit, and whose Monte Carlo error the halves of its iterations
+    underestimate: docs/validity.md, "Is the solve's field a fixed point of (F1)'s law?"); ``moves`` / ``steps``
+    times the cost of an iteration. ``tempered`` (with ``fresh``): each of these populations taken from
     the fitted proposal to (F1) by adaptive tempered sequential Monte Carlo (:func:`_tempered`: stages of
     :data:`_STAGE_MOVES` Langevin steps, as many stages as the proposal's weights ask for: 7 at the exact theory's
     field on MNIST at P = 200, α = 2, one where they look good, which misses specialists: docs/validity.md,
@@ -1000,14 +1048,14 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         else:  # a saved solve: its neurons (their noise now the moved coordinates) and its moves' stream
             gauss = Proposal(state["xi"], state["basis"], state["mean"], state["chol"])
             law = Population(gauss, state["xi"], m.copy(), Sigma.copy(), c, X, activation, (), (), float(state["h"]))
-        m, Sigma, law, residuals, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
+        m, Sigma, law, residuals, error, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
                                                      damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng,
                                                      progress=progress, store=store, state=state,
                                                      renew=renew if fresh else None)
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
                               reason=reason, proposal=law, seed=seed, steps=steps, populations=populations,
-                              fresh=fresh, moves=moves, tempered=tempered)
+                              fresh=fresh, moves=moves, tempered=tempered, mc_error=error)
     residuals, reason, ess, k_hat = [], "", float(M), 0.0
     mixer = _Anderson(damping, int(memory) if accelerate else 0)
     budget = maxiter
