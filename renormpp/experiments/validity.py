@@ -105,7 +105,7 @@ GRIDS = {
     "quick": Size(P=40, alphas=(1, 4), ratios=(0.25, 2.0), teachers=("linear",), activations=("erf", "relu"),
                   num_samples=300, max_seconds=None, target=None, neurons=10_000, maxiter=80),
     # the pipeline end to end in seconds (the tests): the numbers mean nothing (8 000 neurons: the shared field's
-    # Monte Carlo error 0.009 below its tolerance in 80 iterations; 2 000 left 0.016)
+    # Monte Carlo error below its tolerance in 80 iterations; 2 000 left 0.016, 6 000 0.009)
     "smoke": Size(P=24, alphas=(2,), ratios=(1.0,), teachers=("linear",), activations=("erf",), num_samples=40,
                   max_seconds=None, target=None, P_test=40, neurons=8_000, maxiter=80),
 }
