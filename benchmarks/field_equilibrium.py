@@ -20,6 +20,9 @@ stream than the solve's own prediction.
 
 ``--tempered`` (implies ``--fresh``): each population taken to (F1) by tempered sequential Monte Carlo instead.
 
+``--verify 4`` only tests the solve's field on 4 new populations moved 30 and then 240 steps to (F1) at it
+(``fit.verify``: the residuals of (F2) against their moments, with the jackknife error over the populations).
+
 ``--formation 30,30,60,120,240`` only measures how fast (F1)'s specialists form: the proposal's neurons at the exact
 theory's field moved on at that field, their specialists and mean log tilt after each block; with ``--tempered`` the
 neurons start from a tempered population instead (at equilibrium, the rows stay flat).
@@ -121,6 +124,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", help="a .npz path where the solve saves its progress and continues from")
     ap.add_argument("--formation", default=None, help="only measure how fast the specialists form at the exact "
                     "theory's field, moved on blocks of these steps (e.g. 30,30,60,120,240)")
+    ap.add_argument("--verify", type=int, default=0, help="only test the solve's field on this many new "
+                    "populations at (F1) (fit.verify, 30 and 240 Langevin steps each) instead of items 1-2")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     P, N1, M, maxiter = (40, 4, 300, 20) if args.quick else (200, args.N1, args.neurons, args.maxiter)
@@ -154,6 +159,13 @@ def main(argv=None):
         state = (f"DID NOT CONVERGE ({fit.reason}; Monte Carlo error {fit.mc_error[0]:.2g}, {fit.mc_error[1]:.2g}); "
                  "the checks below are of the field it reached")
         fit = replace(fit, converged=True)
+    if args.verify:  # only the field against new populations at (F1): fit.verify at 30 and 240 steps
+        print(f"MNIST (0, 1), P = {P}, N1 = {N1}, {M} neurons, seed {args.seed}: {state}")
+        for moves in (5, 10) if args.quick else (30, 240):
+            t = time.perf_counter()
+            v = fit.verify(populations=args.verify, moves=moves, progress=not args.quick)
+            print(f"{v} ({time.perf_counter() - t:.0f} s)", flush=True)
+        return
     rows = moved_on(fit, X, Y, X0, Y0, blocks, u)
     # a fresh fit's predictions are already independent populations: the second one draws them from another stream
     spaced = errors(replace(fit, populations=pops, steps=spacing,

@@ -434,6 +434,43 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
     assert int(np.load(tmp_path / "series" / "N1=8.npz")["next"]) == widths[8].n_iter == 3
 
 
+def test_verify_tells_a_fixed_point_of_f1s_law_from_a_field_five_percent_off(capsys):
+    """``verify`` draws new populations at a fit's field, moves them to (F1) and measures the field's residuals
+    against their moments, with the jackknife error over the populations. Where the tilt is weak (N1 = 200, alpha =
+    0.08: the averaged solve's field, Monte Carlo error 0.0015) the field is a fixed point (measured 0.0048 +- 0.002
+    in m); the same field with m or Sigma 5% off is not, each in its own residual (0.063 +- 0.002 in m; 0.047 +-
+    0.0014 in Sigma), and the other residual stays within tol."""
+    X, Y, _, _ = _data()
+    fit = sf.solve(X, Y, N1=200, T=0.05, neurons=2000)
+    v = fit.verify(populations=6, moves=30, progress=True)
+    assert len([ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("verify: ")]) == 6
+    assert v.verdict == "a fixed point" and str(v).startswith("a fixed point of (F1)'s law"), str(v)
+    assert len(v.log_tilt) == 6 and v.neurons == 2000 and v.moves == 30
+    for i, off in enumerate((replace(fit, m=1.05 * fit.m), replace(fit, Sigma=1.05 * fit.Sigma))):
+        w = off.verify(populations=6, moves=30)
+        assert w.verdict == "not a fixed point", str(w)
+        assert w.residuals[i] > 5 * w.errors[i] + w.tol and w.residuals[1 - i] < w.tol, str(w)
+    with pytest.raises(ValueError, match="populations must be 2 or more"):
+        fit.verify(populations=1)
+    with pytest.raises(ValueError, match="moves must be a positive integer"):
+        fit.verify(moves=0)
+
+
+def test_the_verdict_weighs_each_residual_against_its_error():
+    """Below tol with errors below tol: a fixed point; a residual above tol by more than twice its error: not one;
+    otherwise undetermined. And the jackknife error of a mean is its standard error (closed form)."""
+    def verdict(res, err):
+        return sf.Verification(res, err, 4, 100, 30, 0.01).verdict
+
+    assert verdict((0.005, 0.002), (0.003, 0.001)) == "a fixed point"
+    assert verdict((0.005, 0.002), (0.012, 0.001)) == "undetermined"
+    assert verdict((0.015, 0.002), (0.004, 0.001)) == "undetermined"
+    assert verdict((0.002, 0.031), (0.001, 0.01)) == "not a fixed point"
+    A = np.random.default_rng(0).normal(size=(7, 3, 4))
+    assert sf._jackknife(lambda keep: A[keep].mean(axis=0), 7) == pytest.approx(
+        np.sqrt(A.var(axis=0, ddof=1).sum() / 7), rel=1e-12)
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     X, Y, X0, Y0 = _data()
     with pytest.raises(ValueError, match="N1"):
