@@ -120,6 +120,7 @@ def main(argv=None):
     ap.add_argument("--fresh", action="store_true", help="solve with fresh=True: each iteration's population new")
     ap.add_argument("--tempered", action="store_true", help="fresh populations by tempered SMC (tempered=True)")
     ap.add_argument("--moves", type=int, default=30, help="Langevin steps of each fresh population")
+    ap.add_argument("--steps", type=int, default=3, help="Langevin steps of the one population an iteration")
     ap.add_argument("--maxiter", type=int, default=160, help="the solve's most iterations")
     ap.add_argument("--checkpoint", help="a .npz path where the solve saves its progress and continues from")
     ap.add_argument("--formation", default=None, help="only measure how fast the specialists form at the exact "
@@ -150,7 +151,7 @@ def main(argv=None):
         warnings.simplefilter("ignore")
         fit = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=maxiter, seed=args.seed, tol=1.0 if args.quick else None,
                        fresh=args.fresh or args.tempered, tempered=args.tempered,
-                       moves=5 if args.quick else args.moves, progress=not args.quick,
+                       moves=5 if args.quick else args.moves, steps=args.steps, progress=not args.quick,
                        checkpoint=args.checkpoint)
     solved = time.perf_counter() - t
     state = (f"converged at iteration {fit.n_iter}, Monte Carlo error of the field {fit.mc_error[0]:.2g} (m), "
