@@ -272,10 +272,9 @@ class SharedFieldFit(FitShape):
         for _ in range(populations):
             g, xi, _, _, h = _renewed(gauss, self.m, self.Sigma, target, moves, rng, h, X=self.X,
                                        activation=self.activation, lambda0=self.lambda0, c=c)
-            s = features(replace(g, noise=xi).draw(self.lambda0)[0], self.X, self.activation).T
-            C, y, log_tilt = _per_neuron(s, self.m, self.Sigma, c)
-            dK = _control(s, s, _control_weights(-log_tilt), K)
-            moments.append(_guarded_moments(s, np.ones(len(s)), C, y, dK, self.N1, self.T))
+            *LWC, log_tilt = _population_moments(replace(g, noise=xi).draw(self.lambda0)[0], self.X, self.activation,
+                                                 self.m, self.Sigma, c, K, self.N1, self.T)
+            moments.append(LWC)
             tilts.append(float(log_tilt.mean()))
             bar.update()
         bar.close()
@@ -803,11 +802,8 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
             else:
                 xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
             rates, levels = rates + list(r), levels + list(lv)
-        w = replace(gauss, noise=xi).draw(lambda0)[0]
-        s = features(w, law.X, law.activation).T
-        C, y, log_tilt = _per_neuron(s, m, Sigma, c)
-        dK = _control(s, s, _control_weights(-log_tilt), K)  # prior over (F1) = 1 / tilt
-        LW, LC = _guarded_moments(s, np.ones(len(s)), C, y, dK, N1, T)
+        LW, LC, _ = _population_moments(replace(gauss, noise=xi).draw(lambda0)[0], law.X, law.activation, m, Sigma,
+                                        c, K, N1, T)
         a = 1.0 if k == 0 else damping if k < burn else max(damping / (1 + damping * (k - burn)), 1 / (k + 1))
         L_W, L_C = L_W + a * (LW - L_W), L_C + a * (LC - L_C)
         if k >= burn:
@@ -915,6 +911,16 @@ def _moments(s, rho, C, y, dK, N1):
     W = (c+q)^{-1} + yy^T, and :math:`L_C = N_1 E[(c+q)^{-1}\otimes ss^\top]`, each (PD, PD)."""
     PD = s.shape[1] * C.shape[1]
     return tuple(N1 * _moment(s, s, rho, Z, dK).reshape(PD, PD) for Z in (C + np.einsum("ma,mb->mab", y, y), C))
+
+
+def _population_moments(w, X, activation, m, Sigma, c, K, N1, T):
+    """(F2)'s moments from one population ``w`` of neurons drawn at (F1)'s law (equal weights), with the control
+    variate of the prior over (F1) (its weights 1 / tilt) where :func:`_guarded_moments` keeps it; and each neuron's
+    log tilt."""
+    s = features(w, X, activation).T
+    C, y, log_tilt = _per_neuron(s, m, Sigma, c)
+    dK = _control(s, s, _control_weights(-log_tilt), K)
+    return (*_guarded_moments(s, np.ones(len(s)), C, y, dK, N1, T), log_tilt)
 
 
 def _guarded_moments(s, rho, C, y, dK, N1, T):
