@@ -21,7 +21,13 @@ stream than the solve's own prediction.
 ``--tempered`` (implies ``--fresh``): each population taken to (F1) by tempered sequential Monte Carlo instead.
 
 ``--verify 4`` only tests the solve's field on 4 new populations moved 30 and then 240 steps to (F1) at it
-(``fit.verify``: the residuals of (F2) against their moments, with the jackknife error over the populations).
+(``fit.verify``: the residuals of (F2) against their moments, with the jackknife error over the populations;
+``--verify-moves 480`` other step counts, ``--verify-seed 1`` another random stream than the solve's seed).
+``--predict 4`` (with or without ``--verify``) only predicts from 4 fresh populations at the solve's field, each moved
+``--predict-moves`` (240) steps from the proposal fitted there (``replace(fit, fresh=True, ...)``, stream
+``--verify-seed``): the training error of the predicted mean, the test bias², variance and ε_g. Where the field is
+a fixed point of (F1)'s law this is the theory's prediction at it; a solve that did not converge is measured all the
+same, and the output says so.
 
 ``--formation 30,30,60,120,240`` only measures how fast (F1)'s specialists form: the proposal's neurons at the exact
 theory's field moved on at that field, their specialists and mean log tilt after each block; with ``--tempered`` the
@@ -127,6 +133,12 @@ def main(argv=None):
                     "theory's field, moved on blocks of these steps (e.g. 30,30,60,120,240)")
     ap.add_argument("--verify", type=int, default=0, help="only test the solve's field on this many new "
                     "populations at (F1) (fit.verify, 30 and 240 Langevin steps each) instead of items 1-2")
+    ap.add_argument("--verify-moves", default="30,240", help="Langevin steps of --verify's populations")
+    ap.add_argument("--verify-seed", type=int, default=None, help="the random stream of --verify's and --predict's "
+                    "populations (default: the solve's seed)")
+    ap.add_argument("--predict", type=int, default=0, help="only predict from this many fresh populations at the "
+                    "solve's field (with --verify: after it)")
+    ap.add_argument("--predict-moves", type=int, default=240, help="Langevin steps of --predict's populations")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     P, N1, M, maxiter = (40, 4, 300, 20) if args.quick else (200, args.N1, args.neurons, args.maxiter)
@@ -160,12 +172,22 @@ def main(argv=None):
         state = (f"DID NOT CONVERGE ({fit.reason}; Monte Carlo error {fit.mc_error[0]:.2g}, {fit.mc_error[1]:.2g}); "
                  "the checks below are of the field it reached")
         fit = replace(fit, converged=True)
-    if args.verify:  # only the field against new populations at (F1): fit.verify at 30 and 240 steps
+    if args.verify or args.predict:  # only the field against new populations at (F1), and (F3) from such
         print(f"MNIST (0, 1), P = {P}, N1 = {N1}, {M} neurons, seed {args.seed}: {state}")
-        for moves in (5, 10) if args.quick else (30, 240):
+        seed = fit.seed if args.verify_seed is None else args.verify_seed
+        steps = [5, 10] if args.quick else [int(b) for b in args.verify_moves.split(",")]
+        for moves in steps if args.verify else []:
             t = time.perf_counter()
-            v = fit.verify(populations=args.verify, moves=moves, progress=not args.quick)
-            print(f"{v} ({time.perf_counter() - t:.0f} s)", flush=True)
+            v = fit.verify(populations=args.verify, moves=moves, seed=seed, progress=not args.quick)
+            print(f"{v} ({time.perf_counter() - t:.0f} s); mean log tilt of each population "
+                  f"{np.round(v.log_tilt, 2).tolist()}", flush=True)
+        if args.predict:
+            t, moves = time.perf_counter(), 5 if args.quick else args.predict_moves
+            e = errors(replace(fit, fresh=True, tempered=False, moves=moves, populations=args.predict, seed=seed),
+                       X, Y, X0, Y0)
+            print(f"(F3) from {args.predict} fresh populations of {moves} steps (stream {seed}): training MSE "
+                  f"{e['train_mse']:.5f}, test bias² {e['test_bias2']:.5f}, test variance {e['test_var']:.5f}, "
+                  f"ε_g {e['test_bias2'] + e['test_var']:.5f} ({time.perf_counter() - t:.0f} s)", flush=True)
         return
     rows = moved_on(fit, X, Y, X0, Y0, blocks, u)
     # a fresh fit's predictions are already independent populations: the second one draws them from another stream

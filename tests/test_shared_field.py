@@ -466,6 +466,8 @@ def test_the_verdict_weighs_each_residual_against_its_error():
     assert verdict((0.005, 0.002), (0.012, 0.001)) == "undetermined"
     assert verdict((0.015, 0.002), (0.004, 0.001)) == "undetermined"
     assert verdict((0.002, 0.031), (0.001, 0.01)) == "not a fixed point"
+    assert str(sf.Verification((0.005, 0.002), (0.012, 0.001), 4, 100, 30, 0.01)).startswith(
+        "undetermined whether a fixed point of (F1)'s law")
     A = np.random.default_rng(0).normal(size=(7, 3, 4))
     assert sf._jackknife(lambda keep: A[keep].mean(axis=0), 7) == pytest.approx(
         np.sqrt(A.var(axis=0, ddof=1).sum() / 7), rel=1e-12)

@@ -901,9 +901,11 @@ class Verification:
 
     def __str__(self) -> str:
         (rm, rS), (em, eS) = self.residuals, self.errors
-        return (f"{self.verdict} of (F1)'s law (tol {self.tol:g}): residuals {rm:.3g} +- {em:.2g} (m), {rS:.3g} +- "
-                f"{eS:.2g} (Sigma) against {self.populations} new populations of {self.neurons} neurons, "
-                f"{self.moves} Langevin steps each")
+        undetermined = self.verdict == "undetermined"
+        return (f"{'undetermined whether a fixed point' if undetermined else self.verdict} of (F1)'s law (tol "
+                f"{self.tol:g}): residuals {rm:.3g} +- {em:.2g} (m), {rS:.3g} +- {eS:.2g} (Sigma) against "
+                f"{self.populations} new populations of {self.neurons} neurons, {self.moves} Langevin steps each"
+                + ("; more populations lower the errors" if undetermined else ""))
 
 
 def _moments(s, rho, C, y, dK, N1):
