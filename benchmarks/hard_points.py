@@ -11,7 +11,7 @@ Each point is one `renormpp run` (the default sampler: kinetic Langevin, v integ
 every quantity settled and whether the kinds of start agree, eps_g +- error per kind of start (Gamma method, each
 kind's chains together), eps_g of every chain per block of 1000 draws (chains that hold their own level sit in
 different regions of the posterior), and the pooled eps_g and overlaps against the exact theory (Delta =
-MC/theory - 1, z).
+MC/theory - 1, z), and the states the chains hold with the transitions between them (rp.diagnostics.states).
 Resumable: the runs live in OUT/NAME (default runs/hard-points); a finished point is read back, not rerun.
 """
 from __future__ import annotations
@@ -91,6 +91,18 @@ def blocks(folder: Path, size: int = 1000) -> list[str]:
             for c in range(eps.shape[0])]
 
 
+def states(folder: Path):
+    """The metastable states of the point's chains (rp.diagnostics.states, after the cut of eps_g): which regions
+    they hold and how often they move between them."""
+    import arviz as az
+
+    from renormpp import diagnostics
+
+    post = az.from_netcdf(folder / "observables.nc").posterior
+    draws = {"eps_g": np.asarray(post.eps_g.values), "overlap": np.asarray(post.overlap.values)}
+    return diagnostics.states(diagnostics.scalar_series(draws), cut=diagnostics.thermalization_cut(draws["eps_g"]))
+
+
 def report(name: str, folder: Path, seconds: float) -> None:
     import xarray as xr
 
@@ -103,6 +115,7 @@ def report(name: str, folder: Path, seconds: float) -> None:
           f"agree: {res.get('starts_agree', True)}")
     print("eps_g per kind of start: " + "; ".join(by_kind(folder)))
     print("eps_g per chain, per block of 1000 draws:\n  " + "\n  ".join(blocks(folder)))
+    print(f"states of the chains:\n{states(folder)}")
     print("| quantity | MC | exact | Delta | z | settled |\n|---|---|---|---|---|---|")
     for q in ds.quantity.values:
         r = ds.sel(quantity=q)

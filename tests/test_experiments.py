@@ -80,6 +80,9 @@ def test_every_output_exists_and_parses(sweep):
             assert mpimg.imread(folder / png).ndim == 3
         result = json.loads((folder / "result.json").read_text())
         assert result["draws"] == 120 and result["chains"] == 2
+        states = result["states"]  # rp.diagnostics.states of the point's quantities, after the cut
+        assert states["count"] >= 1 and len(states["transitions"]) == 2 and sum(states["weights"]) == pytest.approx(1)
+        assert ("## States" in (folder / "comparison.md").read_text()) == (states["count"] > 1)
         assert not (folder / "checkpoint.npz.tmp").exists() and not (folder / "checkpoint.npz").exists()
     summary = pd.read_csv(sweep / "summary.csv")
     assert list(summary.N1) == [8, 32]

@@ -85,6 +85,25 @@ def test_a_frozen_mala_chain_fails_its_health_check_and_its_point():
     assert "SAMPLER FAILED" in ds.attrs["summary"] and "MALA, step_size=1" in ds.attrs["summary"]
 
 
+def test_an_acceptance_that_falls_after_the_warmup_is_named_and_a_steady_one_is_not():
+    """Fig. 1a at alpha = 10 with a 200-draw warmup: the acceptance at the warmup's step fell from 0.8 to 0.09 over
+    10 000 draws (benchmarks/README.md). Draws of accept_prob that fall as that did warn (StaleStepWarning, with the
+    numbers and the remedy) and leave the point healthy; 200 seeds of steady acceptance (mean 0.8, each draw's a
+    mean of 10 updates) never warn, nor does a fall of 0.22, nor fewer than 200 draws."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    falling = np.clip(np.linspace(0.8, 0.1, n) + 0.1 * rng.standard_normal((2, n)), 0, 1)
+    with pytest.warns(dg.StaleStepWarning, match=r"fell from 0.7\d \(first quarter.*to 0.1\d \(last quarter\).*"
+                                                 r"sampler.num_warmup"):
+        health = dg.sampler_health({"accept_prob": falling})
+    assert health.ok
+    steady = [dg.acceptance_fell(np.clip(0.8 + 0.15 * r.standard_normal((2, 400)), 0, 1))
+              for r in map(np.random.default_rng, range(200))]
+    assert steady == [None] * 200
+    assert dg.acceptance_fell(np.linspace(0.9, 0.6, n)[None]) is None  # quarters 0.86 and 0.64: below MAX_ACCEPT_FALL
+    assert dg.acceptance_fell(falling[:, :150]) is None
+
+
 def test_a_failed_point_is_marked_and_not_compared_in_the_report(tmp_path):
     """ULA at a step where every draw diverges, and a frozen MALA: both points 'failed' in result.json, summary.csv
     and the report, which shows the acceptance and does not compare them; their figures say the chain did not move."""

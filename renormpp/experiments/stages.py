@@ -519,6 +519,9 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
     md = f"# {label}\n\n```\n{ds.attrs['summary']}\n```\n\n{comparison_markdown(ds)}\n"
     if notes:
         md += "\n## Warnings\n\n" + "\n".join(f"* {n}" for n in notes) + "\n"
+    found = metastable_states(draws)
+    if found is not None and found.count > 1:
+        md += f"\n## States\n\nThe chains' blocks of draws fall into separate regions (`rp.diagnostics.states`):\n\n{found}\n"
     kernel, kernel_md = kernel_outputs(store, fit, data, sampled)
     store.write("comparison.md", md + kernel_md)
     save_figures(folder, ds, draws, dt, data.class_names)
@@ -535,7 +538,19 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
         reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"], warnings=notes,
         starts=sorted(set(point.starts())), starts_agree=not bool(ds.starts_apart.any()),
         **({"kernel": kernel} if kernel is not None else {}),
+        **({"states": dict(count=found.count, transitions=found.transitions.tolist(), held=found.held,
+                           block=found.block, weights=found.weights.round(4).tolist())} if found is not None else {}),
     )
+
+
+def metastable_states(draws: dict):
+    """:func:`renormpp.diagnostics.states` of a point's quantities after the thermalization cut of eps_g, or None for a
+    run too short to cut into blocks."""
+    eps = np.asarray(draws["eps_g"])
+    try:
+        return diagnostics.states(diagnostics.scalar_series(draws), cut=diagnostics.thermalization_cut(eps))
+    except ValueError:  # fewer than 3 draws per chain after the cut
+        return None
 
 
 def kernel_outputs(store: PointStore, fit, data, sampled: Sampled) -> tuple[dict | None, str]:

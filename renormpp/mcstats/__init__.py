@@ -8,12 +8,14 @@ from .equilibrium import (DRIFT_Z, FALSE_ALARM, RHAT_MAX, ChainSpread, Drift, Re
                           drift, equilibrium_z, relaxation, rhat, scalar_series)
 from .errors import (ESTIMATORS, MIN_EFFECTIVE, ErrorEstimate, FrozenChainWarning, ShortRunWarning, blocking,
                      error_of_mean, ess_error, gamma_method, thermalization_cut)
-from .health import (MAX_DIVERGENT_FRACTION, MIN_ACCEPT_PROB, SamplerHealth, SamplerWarning, describe_sampler,
-                     sampler_health)
+from .states import BLOCKS, THRESHOLD, States, states
+from .health import (MAX_ACCEPT_FALL, MAX_DIVERGENT_FRACTION, MIN_ACCEPT_PROB, SamplerHealth, SamplerWarning,
+                     StaleStepWarning, acceptance_fell, describe_sampler, sampler_health)
 
 __all__ = ["ErrorEstimate", "ShortRunWarning", "FrozenChainWarning", "MIN_EFFECTIVE", "thermalization_cut", "blocking",
            "gamma_method", "ess_error", "ESTIMATORS", "error_of_mean",
            "FALSE_ALARM", "DRIFT_Z", "equilibrium_z", "Drift", "drift", "RHAT_MAX", "rhat", "ChainSpread",
            "chain_spread", "Relaxation", "relaxation", "scalar_series", "converged",
            "MIN_ACCEPT_PROB", "MAX_DIVERGENT_FRACTION", "SamplerWarning", "SamplerHealth", "sampler_health",
-           "describe_sampler"]
+           "MAX_ACCEPT_FALL", "StaleStepWarning", "acceptance_fell",
+           "describe_sampler", "BLOCKS", "THRESHOLD", "States", "states"]

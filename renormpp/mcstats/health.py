@@ -14,10 +14,18 @@ from ..mcmc import base as _base
 MIN_ACCEPT_PROB = _base.MIN_ACCEPT_PROB
 #: a chain with more than this fraction of draws that made a divergent step fails the health check
 MAX_DIVERGENT_FRACTION = 0.01
+#: a fall of the mean acceptance from the first to the last quarter of the draws after the warmup larger than this
+#: (at the step and mass the warmup fixed) warns that the chains moved on after the warmup (:class:`StaleStepWarning`)
+MAX_ACCEPT_FALL = 0.25
 
 
 class SamplerWarning(RuntimeWarning):
     """The sampler failed: a chain froze, hardly accepted its moves, or diverged; its draws are not the posterior."""
+
+
+class StaleStepWarning(RuntimeWarning):
+    """The acceptance at the step and mass the warmup fixed fell during sampling: the chains moved after the warmup
+    into a region where that step no longer fits (they may still be relaxing); the draws are exact, but slow."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,33 @@ def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True)
     if problems and warn:
         warnings.warn("the sampler failed, its draws are not samples of the posterior: " + "; ".join(problems),
                       SamplerWarning, stacklevel=2)
+    fell = acceptance_fell(stats.get("accept_prob"))
+    if fell and warn:
+        warnings.warn(fell, StaleStepWarning, stacklevel=2)
     return SamplerHealth(not problems, tuple(problems), acc, div, frozen)
+
+
+def acceptance_fell(accept_prob, fall: float = MAX_ACCEPT_FALL, min_draws: int = 200) -> str | None:
+    """Where the mean acceptance ``accept_prob`` (chain, draw; after the warmup, pooled over the chains) of the last
+    quarter of the draws is more than ``fall`` below that of the first quarter, a sentence that says so and what to
+    do; None otherwise (or for fewer than ``min_draws`` draws per chain). The kernel is fixed after the warmup, so a
+    falling acceptance means the chains moved on into a stiffer region than the one the warmup learned its step and
+    mass in (Fig. 1a at α = 10: 0.8 at the warmup's end, 0.09 after 10 000 draws), and the step is too large there."""
+    if accept_prob is None:
+        return None
+    a = np.asarray(accept_prob, dtype=float)
+    a = a.reshape(a.shape[0], -1) if a.ndim > 1 else a[None]
+    n = a.shape[1]
+    if n < min_draws:
+        return None
+    first, last = float(a[:, :n // 4].mean()), float(a[:, -(n // 4):].mean())
+    if first - last <= fall:
+        return None
+    return (f"the acceptance at the warmup's step fell from {first:.2f} (first quarter of the draws) to {last:.2f} "
+            "(last quarter): the chains moved on after the warmup into a region where that step and mass are too "
+            "large, and may still be relaxing; the draws are exact but slow. A longer warmup learns the step and mass "
+            "where the chains end up (in renormpp run: sampler.num_warmup = 10000 with sampler.warmup = \"fixed\" "
+            "settles Fig. 1a at alpha = 10, benchmarks/README.md)")
 
 
 
