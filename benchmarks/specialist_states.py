@@ -7,9 +7,10 @@ chain's last draw:
 
 * the readout overlap E[v vᵀ | w]/N1 (the state, as `rp.diagnostics.states` tells them apart), and the neurons that
   carry it: each neuron's readout energy ‖E[v_i | w]‖² + T tr(G⁻¹)_ii (G = AᵀA + T, A = Φ/√(λ1 N1)), its share, the
-  direction of its mean readout in output space, |w_i|², and its **removal cost**: the log of its exact conditional
-  (S3) of renormpp.theory.single_neuron at its own weights minus the median over 500 prior draws put in its place
-  (for the six largest and five of median energy);
+  direction of its mean readout in output space, |w_i|², and its **removal cost**: the data factor of its exact
+  conditional (S3) of renormpp.theory.single_neuron at its own weights minus its median over 500 prior draws put in
+  its place, the log-likelihood ratio against which a prior draw in its place would be accepted (for the six largest
+  and five of median energy);
 * for the two neurons of largest energy, the **basins of their conditional** (S3) given all the other neurons as
   they are: L-BFGS from the neuron's own weights and from the six class-contrast templates ±(x̄_p − x̄_q) (scaled to
   the neuron's norm; (S3) is even in w, so w* and −w* are one basin), each basin's Laplace log-evidence log p(w*) + ½ log det(2π H⁻¹) against the neuron's own basin.
@@ -100,6 +101,15 @@ def log_conditional(X, B, Y, c):
     return tuple(functools.partial(call, k) for k in range(4))  # f, its gradient, its Hessian, f of a batch
 
 
+def removal_cost(fns, w, prior):
+    """The data factor of (S3) at a neuron's own weights ``w`` minus its median over ``prior`` draws (K, N0) put in
+    its place: the log of the likelihood ratio an independence proposal from the prior would be accepted with (the
+    prior's own factor cancels in that ratio, so it is left out here)."""
+    f, batch = fns[0], fns[3]
+    data = float(f(w)) + 0.5 * LAMBDA0 * float(w @ w)
+    return data - float(np.median(batch(prior) + 0.5 * LAMBDA0 * np.sum(prior**2, axis=1)))
+
+
 def basin(fns, w0, rng, draws=400):
     """The mode w* of the conditional reached by L-BFGS from w0, and its log-evidence two ways: Laplace's, log p(w*)
     + ½ log det(2π H⁻¹), and by importance sampling from that Gaussian N(w*, H⁻¹) (``draws`` draws), with the standard
@@ -163,15 +173,13 @@ def main() -> None:
         order = np.argsort(-energy)
         conditionals = {i: log_conditional(X, cavity(A, i, Y), Y, c) for i in order[:6]}
         for i in order[:6]:
-            f, batch = conditionals[i][0], conditionals[i][3]
-            removal = float(f(w[i])) - float(np.median(batch(prior)))
+            removal = removal_cost(conditionals[i], w[i], prior)
             d = V[i] / np.linalg.norm(V[i])
             print(f"| {i} | {energy[i]:.2f} | {energy[i] / energy.sum():.3f} | {np.round(d, 2).tolist()} | "
                   f"{w[i] @ w[i]:.0f} | {removal:.1f} |")
         bulk = []
         for i in order[N1 // 2 - 2:N1 // 2 + 3]:  # five neurons of median energy
-            f, batch = log_conditional(X, cavity(A, i, Y), Y, c)[::3]
-            bulk.append(float(f(w[i])) - float(np.median(batch(prior))))
+            bulk.append(removal_cost(log_conditional(X, cavity(A, i, Y), Y, c), w[i], prior))
         print(f"| five of median energy | {np.round(energy[order[N1 // 2 - 2:N1 // 2 + 3]], 3).tolist()} | | | | "
               f"{np.round(bulk, 1).tolist()} |")
         print("\nThe basins of (S3) of the three largest, given every other neuron as it is: log-evidence against the "

@@ -85,7 +85,7 @@ def test_every_output_exists_and_parses(sweep):
         assert ("## States" in (folder / "comparison.md").read_text()) == (states["count"] > 1)
         assert not (folder / "checkpoint.npz.tmp").exists() and not (folder / "checkpoint.npz").exists()
     summary = pd.read_csv(sweep / "summary.csv")
-    assert list(summary.N1) == [8, 32]
+    assert list(summary.N1) == [8, 32] and (summary.states >= 1).all() and (summary.transitions >= 0).all()
     assert len(pd.read_csv(sweep / "pooled.csv")) == 2 * len(rp.theory.METHODS) * 4
     for png in ("generalization_vs_N1.png", "overlaps_vs_N1.png", "overlaps.png"):
         assert mpimg.imread(sweep / png).ndim == 3

@@ -161,6 +161,8 @@ def report(outdir) -> Path:
                    problems=res.get("problems", ""))
         if res.get("starts") and len(res["starts"]) > 1:
             row.update(starts="+".join(res["starts"]), starts_agree=res["starts_agree"])
+        if "states" in res:  # the metastable states of the point's chains (rp.diagnostics.states)
+            row.update(states=res["states"]["count"], transitions=int(sum(res["states"]["transitions"])))
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(outdir / "summary.csv", index=False)
