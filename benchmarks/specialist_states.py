@@ -11,9 +11,11 @@ chain's last draw:
   conditional (S3) of renormpp.theory.single_neuron at its own weights minus its median over 500 prior draws put in
   its place, the log-likelihood ratio against which a prior draw in its place would be accepted (for the six largest
   and five of median energy);
-* for the two neurons of largest energy, the **basins of their conditional** (S3) given all the other neurons as
-  they are: L-BFGS from the neuron's own weights and from the six class-contrast templates ±(x̄_p − x̄_q) (scaled to
-  the neuron's norm; (S3) is even in w, so w* and −w* are one basin), each basin's Laplace log-evidence log p(w*) + ½ log det(2π H⁻¹) against the neuron's own basin.
+* for the three neurons of largest energy, the **basins of their conditional** (S3) given all the other neurons as
+  they are: L-BFGS from the neuron's own weights and from the three class-contrast templates x̄_p − x̄_q (scaled to
+  the prior's norm √N0; (S3) is even in w, so w* and −w* are one basin), each basin's log-evidence against the
+  neuron's own basin, Laplace's log p(w*) + ½ log det(2π H⁻¹) and by importance sampling from that Gaussian, with the
+  spread of the log-weights.
   A move of that one neuron (any exact single-neuron move: a Gibbs step, an independence proposal, a targeted
   proposal) reaches another basin with probability about e^(ΔF): where ΔF is of order −100, no single-neuron move
   changes a state, and a move between states must change several neurons together.
@@ -136,6 +138,11 @@ def basin(fns, w0, rng, draws=400):
                 sd=float(log_w.std()))
 
 
+def _apart(x, y) -> bool:
+    """Two modes of (S3) that are not one basin (w* and -w* are one: (S3) is even in w)."""
+    return min(np.linalg.norm(x - y), np.linalg.norm(x + y)) > 1e-3 * np.linalg.norm(y)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.environ.get("RENORMPP_DATA"))
@@ -169,7 +176,8 @@ def main() -> None:
         iu = np.triu_indices(Y.shape[1])
         print(f"## chain {ch} ({'prior' if ch % 2 == 0 else 'scaled'} start): overlap [a<=b] "
               f"{np.round(overlap[iu], 3).tolist()}")
-        print("| neuron | energy | share | mean readout direction | abs(w)^2 | removal cost |\n|---|---|---|---|---|---|")
+        print("| neuron | energy | share | mean readout direction | abs(w)^2 | removal cost |\n"
+              "|---|---|---|---|---|---|")
         order = np.argsort(-energy)
         conditionals = {i: log_conditional(X, cavity(A, i, Y), Y, c) for i in order[:6]}
         for i in order[:6]:
@@ -196,9 +204,7 @@ def main() -> None:
                 for q in range(p + 1, Y.shape[1]):
                     u = class_means[p] - class_means[q]
                     b = basin(conditionals[i], u / np.linalg.norm(u) * np.sqrt(X.shape[1] / LAMBDA0), rng)
-                    if b is not None and all(min(np.linalg.norm(b["mode"] - y["mode"]),
-                                                 np.linalg.norm(b["mode"] + y["mode"])) > 1e-3 * np.linalg.norm(y["mode"])
-                                             for _, y in found):  # a new basin (w* and -w* are one: (S3) is even)
+                    if b is not None and all(_apart(b["mode"], y["mode"]) for _, y in found):  # a new basin
                         found.append((f"template {p + 1}v{q + 1}", b))
             for tag, b in found:
                 print(f"| {i} | {tag} | {b['laplace'] - own['laplace']:+.1f} | {b['sampled'] - own['sampled']:+.1f} | "

@@ -86,21 +86,21 @@ def test_a_frozen_mala_chain_fails_its_health_check_and_its_point():
 
 
 def test_an_acceptance_that_falls_after_the_warmup_is_named_and_a_steady_one_is_not():
-    """Fig. 1a at alpha = 10 with a 200-draw warmup: the acceptance at the warmup's step fell from 0.8 to 0.09 over
-    10 000 draws (benchmarks/README.md). Draws of accept_prob that fall as that did warn (StaleStepWarning, with the
-    numbers and the remedy) and leave the point healthy; 200 seeds of steady acceptance (mean 0.8, each draw's a
-    mean of 10 updates) never warn, nor does a fall of 0.22, nor fewer than 200 draws."""
+    """Fig. 1a at alpha = 10 with a 200-draw warmup: the acceptance at the warmup's step fell from 0.53 (first tenth
+    of 11 000 draws) to 0.12 (last quarter; benchmarks/README.md). Draws of accept_prob that fall so warn
+    (StaleStepWarning, with the numbers and the remedy) and leave the point healthy; 200 seeds of steady acceptance
+    (mean 0.8) never warn, nor does a fall of 0.21, nor fewer than 200 draws."""
     rng = np.random.default_rng(0)
     n = 4000
     falling = np.clip(np.linspace(0.8, 0.1, n) + 0.1 * rng.standard_normal((2, n)), 0, 1)
-    with pytest.warns(dg.StaleStepWarning, match=r"fell from 0.7\d \(first quarter.*to 0.1\d \(last quarter\).*"
+    with pytest.warns(dg.StaleStepWarning, match=r"fell from 0.7\d \(first tenth.*to 0.1\d \(last quarter\).*"
                                                  r"sampler.num_warmup"):
         health = dg.sampler_health({"accept_prob": falling})
     assert health.ok
     steady = [dg.acceptance_fell(np.clip(0.8 + 0.15 * r.standard_normal((2, 400)), 0, 1))
               for r in map(np.random.default_rng, range(200))]
     assert steady == [None] * 200
-    assert dg.acceptance_fell(np.linspace(0.9, 0.6, n)[None]) is None  # quarters 0.86 and 0.64: below MAX_ACCEPT_FALL
+    assert dg.acceptance_fell(np.linspace(0.9, 0.65, n)[None]) is None  # 0.89 and 0.68: below MAX_ACCEPT_FALL
     assert dg.acceptance_fell(falling[:, :150]) is None
 
 

@@ -3,7 +3,8 @@ r"""Honest error bars for Monte Carlo series, and the comparison of sampled netw
 * the statistics of a Monte Carlo series, with numpy only (:mod:`renormpp.mcstats`, re-exported here): the error of
   the mean (:func:`gamma_method`, :func:`blocking`, :func:`ess_error`, :func:`error_of_mean`, the
   :func:`thermalization_cut`), the equilibrium tests (:func:`drift`, :func:`chain_spread`, :func:`rhat`,
-  :func:`converged`, :func:`relaxation`), the metastable states of a run (:func:`states`) and the sampler's health (:func:`sampler_health`, :func:`describe_sampler`);
+  :func:`converged`, :func:`relaxation`), the metastable states of a run (:func:`states`) and the sampler's health
+  (:func:`sampler_health`, :func:`describe_sampler`);
 * :mod:`~renormpp.diagnostics.convert`: a run as an ArviZ DataTree with named dims (:func:`to_datatree`);
 * :mod:`~renormpp.diagnostics.comparison`: the sampled networks against every theory (:func:`compare`, :func:`verdict`,
   :func:`summary`, :func:`why_not`);

@@ -521,7 +521,8 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
         md += "\n## Warnings\n\n" + "\n".join(f"* {n}" for n in notes) + "\n"
     found = metastable_states(draws)
     if found is not None and found.count > 1:
-        md += f"\n## States\n\nThe chains' blocks of draws fall into separate regions (`rp.diagnostics.states`):\n\n{found}\n"
+        md += ("\n## States\n\nThe chains' blocks of draws fall into separate regions (`rp.diagnostics.states`):"
+               f"\n\n{found}\n")
     kernel, kernel_md = kernel_outputs(store, fit, data, sampled)
     store.write("comparison.md", md + kernel_md)
     save_figures(folder, ds, draws, dt, data.class_names)
