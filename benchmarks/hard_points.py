@@ -4,6 +4,7 @@ Run:  .venv/bin/python benchmarks/hard_points.py                          (fig1a
       .venv/bin/python benchmarks/hard_points.py --points problem1 mnist-alpha10 --root ../shared/data/mnist
       .venv/bin/python benchmarks/hard_points.py --starts prior scaled --max-seconds 900 --chains-per-kind 1
       .venv/bin/python benchmarks/hard_points.py --sampler accept_shift=0.05 --out runs/hard-points-neal
+      .venv/bin/python benchmarks/hard_points.py --points fig1c-D4-alpha10 --root DIR   (DIR holds cifar-10-batches-py/)
 
 Each point is one `renormpp run` (the default sampler: kinetic Langevin, v integrated out, adaptive warmup) with
 `run.starts` = the kinds of start (renormpp.infer.starts), `run.target_error` at the paper's accuracy (1% on eps_g,
@@ -43,6 +44,12 @@ POINTS = {
     # the same at D = 3 (classes 1, 2, 3): the kinds of start agree on eps_g and hold different overlaps (stop 42)
     "fig1b-D3-alpha10": ({"name": "mnist", "classes": [1, 2, 3], "P": 1000, "P_test": 1000,
                           "preprocessing": "supplement"}, 100),
+    # the widths of Fig. 1c and 1d whose kinds of start disagreed after 900 s (docs/figures.md, issue 45 item 5);
+    # grayscale CIFAR-10 at 28 x 28 (needs --root: the folder that holds cifar-10-batches-py/)
+    "fig1c-D2-alpha4": ({"name": "cifar10", "classes": ["cats", "horses"], "P": 1000, "P_test": 1000, "size": 28}, 250),
+    "fig1c-D4-alpha10": ({"name": "cifar10", "classes": ["cars", "birds", "cats", "deers"], "P": 1000,
+                          "P_test": 1000, "size": 28}, 100),
+    "fig1d-D10-alpha10": ({"name": "cifar10", "classes": "all", "P": 1000, "P_test": 1000, "size": 28}, 100),
 }
 
 
@@ -56,6 +63,16 @@ def config(name: str, out: Path, kinds, chains_per_kind: int, max_seconds: float
                         **(sampler or {})},
             "run": {"out": str(out / name), "starts": list(kinds), "target_error": {"eps_g": 0.01, "overlap": 0.01},
                     "max_seconds": float(max_seconds), "kernel_diagnosis": False, "seeds": [0]}}
+
+
+def data_root(root, name: str):
+    """The data folder of data set ``name`` under ``root`` (../shared/data or its mnist/ folder; CIFAR-10's batches)."""
+    if not root or name == "synthetic":
+        return root
+    root = Path(root)
+    if name == "mnist":
+        return root if root.name == "mnist" else root / "mnist"
+    return root.parent if root.name == "mnist" else root
 
 
 def by_kind(folder: Path) -> list[str]:
@@ -143,7 +160,7 @@ def main() -> None:
     print(machine_info())
     for name in args.points:
         cfg = config(name, args.out, args.starts, args.chains_per_kind, args.max_seconds, sampler=sampler,
-                     root=Path(args.root) / "mnist" if args.root and not str(args.root).endswith("mnist") else args.root)
+                     root=data_root(args.root, POINTS[name][0]["name"]))
         t0 = time.perf_counter()
         runner.run(config_mod.resolve(cfg))
         folder = next(Path(cfg["run"]["out"], "points").iterdir())
