@@ -1,5 +1,8 @@
 """renormpp: finite Bayesian one-hidden-layer networks and their proportional-limit theory.
 
+Start with :class:`Spec` (:mod:`renormpp.spec`): one network on one data set, declared once, yielding its NumPyro
+model, the recommended sampler, its observables, its theory and the comparison of the two.
+
 Layers (docs/architecture.md): :mod:`renormpp.network` (the network once: activations, kernel maps, forward
 pass) under :mod:`renormpp.kernels` (NNGP kernels) and :mod:`renormpp.models` (the network as a NumPyro model);
 :mod:`renormpp.architectures` (one record per kind of network: its model, readout features, theory and options);
@@ -17,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import _compat
 from . import (architectures, baselines, datasets, diagnostics, experiments, infer, kernels, mcmc, mcstats, models,
                network, observables, plots, readout, theory)
+from .spec import Spec
 
 _compat.link_submodules("numpyro")
 
@@ -25,5 +29,5 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["architectures", "baselines", "datasets", "diagnostics", "experiments", "infer", "kernels", "mcmc", "mcstats",
+__all__ = ["Spec", "architectures", "baselines", "datasets", "diagnostics", "experiments", "infer", "kernels", "mcmc", "mcstats",
            "models", "network", "observables", "plots", "readout", "theory", "__version__"]
