@@ -31,65 +31,102 @@ def test_the_documentation_site_builds_without_warnings(tmp_path):
         assert name in api
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert (site / "notebooks" / nb.stem / "index.html").is_file(), nb.name
+    assert "renormpp.spec.Spec" in api
     figures = (site / "figures" / "index.html").read_text()
-    assert "renormpp paper FIGURE" in figures and "quick/fig1a/fig1a.png" in figures
-    assert (site / "figures" / "quick" / "fig1a" / "fig1a.png").is_file()
-    assert "Issue 17" in (site / "benchmarks" / "index.html").read_text()
+    assert "renormpp paper fig1a" in figures and "full/fig1a/fig1a.png" in figures
+    assert (site / "figures" / "full" / "fig1a" / "fig1a.png").is_file()
+    assert "<h1" in (site / "benchmarks" / "index.html").read_text()  # benchmarks/README.md, made a page by the hook
+    assert "validity/map_linear_erf.png" in (site / "validity" / "index.html").read_text()
+    assert (site / "results" / "index.html").is_file()
+    # the research log is built (the reference pages link into it) but is not in the navigation
+    for name in ("validity", "figures", "benchmark-history"):
+        assert (site / "log" / name / "index.html").is_file(), name
+    assert (site / "log" / "index.html").is_file()
+    nav = set(re.findall(r'<a[^>]*class="md-nav__link[^"]*"[^>]*href="([^"]*)"', home)
+              + re.findall(r'<a[^>]*href="([^"]*)"[^>]*class="md-nav__link', home))
+    assert {"results/", "validity/", "figures/"} <= nav, sorted(nav)
+    assert not [h for h in nav if re.match(r"(\.\./)*log/", h)], "the research log is in the site's navigation"
 
 
-# The pages that describe the code as it is today. docs/benchmark-history.md is left out: it keeps each round as it
-# was, with the names and plans of its day.
-PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmark-history.md"),
-         ROOT / "benchmarks" / "README.md"]
+# The pages that describe the code as it is today: the reference pages docs/*.md. The research log, docs/log/, is
+# left out: it keeps each run as it was, with the names and plans of its day.
+REFERENCE = sorted((ROOT / "docs").glob("*.md"))
+LOG = ROOT / "docs" / "log"
+PAGES = [ROOT / "README.md", *REFERENCE, ROOT / "benchmarks" / "README.md"]
 
 
-def _paragraphs(text: str) -> list[str]:
-    """Blank-line paragraphs, and the bullets of a list one by one, each joined into one line."""
-    return [" ".join(p.split()) for block in re.split(r"\n\s*\n", text) for p in re.split(r"\n(?=\* )", block)]
+def _nav() -> list[str]:
+    """Every page of mkdocs.yml's navigation, as a path under docs/."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !ENV and friends: not needed here
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+
+    def walk(item):
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for value in item.values():
+                yield from walk(value)
+        elif isinstance(item, list):
+            for value in item:
+                yield from walk(value)
+
+    return list(walk(config["nav"])), config
 
 
-def test_the_validity_page_says_the_discrepancy_figure_draws_unreliable_points_hollow():
-    """docs/validity.md said its discrepancy figure "does not mark" the points whose error bar does not hold, after
-    issue 34 (commit f49d4b2) had made the figure draw them hollow (issue 44, item 5). The figure's behaviour is
-    checked here, so that the page and the plot are changed together."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    import renormpp as rp
-
-    rows = pd.DataFrame([dict(series="s", theory="exact", quantity="eps_g", N1=N1, delta=delta, mc_error=1e-4,
-                              prediction=0.05, reliable=reliable)
-                         for N1, delta, reliable in ((100, 0.10, True), (400, 0.02, False))])
-    fig = rp.plots.discrepancy_vs_N1(rows, theories=("exact",))
-    faces = {str(line.get_markerfacecolor()) for line in fig.axes[0].lines if len(line.get_xdata()) == 1}
-    plt.close(fig)
-    assert "none" in faces, "the discrepancy figure no longer draws unreliable points hollow: change docs/validity.md"
-    page = (ROOT / "docs" / "validity.md").read_text()
-    said = [p for p in _paragraphs(page) if "discrepancy figure" in p and "error bar" in p]
-    assert said, "docs/validity.md no longer says how its discrepancy figure shows the error bars that do not hold"
-    for p in said:
-        assert "hollow" in p and not re.search(r"does not (mark|show)", p), p
+def test_the_research_log_is_apart_from_the_navigation():
+    """The dated record lives in docs/log/ (with a README that says what it is), outside the navigation; every
+    reference page docs/*.md is in the navigation."""
+    nav, config = _nav()
+    assert [p for p in nav if p.startswith("log/") or p.startswith("log")] == [], nav
+    assert "/log/" in config.get("not_in_nav", ""), "mkdocs.yml's not_in_nav no longer names /log/"
+    for name in ("README.md", "validity.md", "figures.md", "benchmark-history.md"):
+        assert (LOG / name).is_file(), f"docs/log/{name} is missing"
+    missing = [p.name for p in REFERENCE if p.name not in nav]
+    assert not missing, f"reference pages not in mkdocs.yml's nav: {missing}"
 
 
-# What a page says about a result: that it is recorded, or plainly that it has not been run; never a plan or the
-# jargon of a working session ("to be run again", "comes here when it has run", "this stop"), which go stale.
-PENDING = re.compile(r"comes here when|\b(?:is|are) to be (?:run|sampled|drawn|redrawn)\b|\bnot run yet\b|"
-                     r"\bnot yet (?:run|sampled|drawn)\b|\bwill be (?:run|sampled|drawn|redrawn)\b|"
-                     r"\bthis stop\b(?![ -](?:rule|on))",
-                     re.IGNORECASE)
+# The words of a working session, which belong in the research log, the changelog and commit messages.
+HISTORY = re.compile(r"\bissues? ?\d+|\bsittings?\b|before the fix", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_docs_say_what_has_run_not_what_will(page):
-    found = [m.group(0) for m in PENDING.finditer(page.read_text())]
-    assert not found, f"{page.relative_to(ROOT)} promises results instead of stating them: {found}"
+def test_the_reference_pages_say_what_holds_now_without_history():
+    """No "issue N", "sitting" or "before the fix" in the pages of docs/ outside the log: the reference pages and
+    every page of the navigation that lives in docs/ (the figures' summaries), nor in the navigation's titles."""
+    nav, _ = _nav()
+    pages = set(REFERENCE) | {ROOT / "docs" / p for p in nav if (ROOT / "docs" / p).is_file() and p.endswith(".md")}
+    found = {str(p.relative_to(ROOT)): HISTORY.findall(p.read_text()) for p in sorted(pages)}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"history words in the reference docs (move them to docs/log/): {found}"
+    titles = re.findall(r"^\s*- ([^:\n]+):", (ROOT / "mkdocs.yml").read_text().split("\nnav:")[1], flags=re.M)
+    assert not [t for t in titles if HISTORY.search(t)], titles
+
+
+def test_the_history_check_catches_history():
+    for text in ("as issue 46 asked", "Issue 17's targets", "in the second sitting", "before the fix of"):
+        assert HISTORY.search(text), text
+    for text in ("the paper's issue", "it issues a warning", "after the fixed warmup"):
+        assert not HISTORY.search(text), text
+
+
+# A fenced block with a command that reproduces what the page says.
+FENCED = re.compile(r"^```(?:bash|python|console)\n(.*?)^```", re.M | re.S)
+COMMAND = re.compile(r"^\s*(?:renormpp |python |\.venv/bin/|make |import renormpp)", re.M)
+
+
+@pytest.mark.parametrize("page", REFERENCE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_reference_page_has_a_command_block(page):
+    blocks = FENCED.findall(page.read_text())
+    assert any(COMMAND.search(b) for b in blocks), (
+        f"{page.relative_to(ROOT)} has no code block with the command that reproduces it")
 
 
 # A pointer into another page by section: `benchmarks/README.md`, "hard_points.py".
-POINTER = re.compile(r"`?((?:benchmarks/README|docs/[\w-]+)\.md)`?,? \"([^\"]+)\"")
+POINTER = re.compile(r"`?((?:benchmarks/README|docs/(?:log/)?[\w-]+)\.md)`?,? \"([^\"]+)\"")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
