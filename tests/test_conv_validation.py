@@ -3,7 +3,7 @@
 The slow test samples the posterior of one-hidden-layer CNNs (the default sampler of `renormpp run`, whose agreement
 with NumPyro's NUTS on a CNN is tests/test_cnn_model.py's) at two sizes in the proportional scaling (alpha = P/C = 2,
 N0/P and m^2/P fixed, n_p = 4 patches, D = 2 outputs, a linear teacher) and tabulates Delta and z of the exact theory
-and the infinite width; it asserts what the sampling found (benchmarks/README.md, "The CNN against sampling"), each
+and the infinite width; it asserts what the sampling found (docs/log/benchmarks.md, "cnn_validation.py"), each
 claim beyond its error bars: the exact theory is nearer than the infinite width on the overlaps and on the local
 overlaps over patch pairs, and its remaining eps_g gap closes as the size grows (on eps_g itself it is nearer by only
 3-6 error bars: reported, not asserted). The fast tests check compare_local on draws with a known mean."""

@@ -3,6 +3,7 @@ exactly (the control variate makes the Monte Carlo exact there), for a linear ne
 for linear networks), its iterations and their residuals, "did not converge" where the reweighted neurons degenerate,
 bad input, and one slow check against sampled networks at two widths."""
 import re
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -10,6 +11,14 @@ import pytest
 
 import renormpp as rp
 from renormpp.theory import shared_field as sf
+
+
+def _patch(monkeypatch, name, value):
+    """Replace the helper ``name`` of the shared-field package in every module of it that looks it up (each module
+    imports the helpers it calls by name)."""
+    for module in [m for key, m in list(sys.modules.items()) if key == sf.__name__ or key.startswith(sf.__name__ + ".")]:
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
 
 
 def _data(P=16, N0=5, D=2, P0=25, seed=0, scale=2.0):
@@ -368,7 +377,7 @@ def test_neurons_at_their_own_field_weigh_one_each_and_their_tilt_is_computed_on
     C, y, log_tilt = sf._per_neuron(s, fit.m, fit.Sigma, c)
     general = (w, s, sf._control_weights(log_ratio), C, y, sf._normalized(log_tilt + log_ratio)[0])
     per_neuron, calls = sf._per_neuron, []
-    monkeypatch.setattr(sf, "_per_neuron", lambda *a: calls.append(1) or per_neuron(*a))
+    _patch(monkeypatch, "_per_neuron", lambda *a: calls.append(1) or per_neuron(*a))
     got = fit._law()
     assert len(calls) == 1
     for a, b in zip(got, general):
@@ -390,7 +399,7 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
     X, Y, _, _ = _data()
     kw = dict(N1=8, T=0.05, neurons=300, maxiter=12, tol=1.0, moves=5, populations=1, fresh=fresh, tempered=tempered)
     whole = sf.solve(X, Y, **kw)
-    monkeypatch.setattr(sf, "_CHECKPOINT_SECONDS", 0.0)
+    _patch(monkeypatch, "_CHECKPOINT_SECONDS", 0.0)
     name = "_tempered" if tempered else "_moved"  # called once for each population
     moved, calls = getattr(sf, name), []
 
@@ -401,10 +410,10 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
         return moved(*args, **kwargs)
 
     path = tmp_path / "solve.npz"
-    monkeypatch.setattr(sf, name, stopped)
+    _patch(monkeypatch, name, stopped)
     with pytest.raises(KeyboardInterrupt):
         sf.solve(X, Y, checkpoint=path, **kw)
-    monkeypatch.setattr(sf, name, moved)
+    _patch(monkeypatch, name, moved)
     assert int(np.load(path)["next"]) == 6
     resumed = sf.solve(X, Y, checkpoint=path, **kw)
     np.testing.assert_array_equal(resumed.m, whole.m)
@@ -412,7 +421,7 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
     np.testing.assert_array_equal(resumed.residuals, whole.residuals)
     np.testing.assert_array_equal(resumed.proposal.moved, whole.proposal.moved)
     langevin = sf._moved
-    monkeypatch.setattr(sf, "_moved", lambda *a, **k: pytest.fail("a finished checkpoint moved its neurons"))
+    _patch(monkeypatch, "_moved", lambda *a, **k: pytest.fail("a finished checkpoint moved its neurons"))
     again = sf.solve(X, Y, checkpoint=path, **kw)
     np.testing.assert_array_equal(again.m, whole.m)
     assert again.converged == whole.converged and again.n_iter == whole.n_iter
@@ -427,7 +436,7 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
         sf.solve(X, Y, checkpoint=path, **(kw | dict(proposal="fitted", fresh=False, tempered=False)))
     with pytest.raises(ValueError, match=".npz"):
         sf.solve(X, Y, checkpoint=tmp_path / "solve.pkl", **kw)
-    monkeypatch.setattr(sf, "_moved", langevin)
+    _patch(monkeypatch, "_moved", langevin)
     series = {k: v for k, v in kw.items() if k != "N1"} | dict(maxiter=3)
     widths = dict(sf.continued(X, Y, [16, 8], checkpoints=tmp_path / "series", **series))
     assert sorted(p.name for p in (tmp_path / "series").iterdir()) == ["N1=16.npz", "N1=8.npz"]
@@ -579,7 +588,7 @@ def test_the_monte_carlo_error_is_the_spread_of_independent_solves(monkeypatch):
     field = sf._field
     for seed in range(4):
         seen = []
-        monkeypatch.setattr(sf, "_field", lambda LW, LC, *a: (seen.append(LC), field(LW, LC, *a))[1])
+        _patch(monkeypatch, "_field", lambda LW, LC, *a: (seen.append(LC), field(LW, LC, *a))[1])
         fits.append(sf.solve(X, Y, N1=8, T=T, neurons=2000, seed=seed, fresh=True))
         moments.append(seen[-1])  # the averaged moments the last field was measured against
         assert fits[-1].converged, fits[-1].reason
@@ -679,15 +688,15 @@ def test_against_sampled_networks_at_two_widths():
         assert abs(sh - s) < 0.2 * abs(ex - s) and abs(mv - s) < 0.2 * abs(ex - s), (N1, s, sh, mv, ex)
 
 
-def test_the_benchmark_table_is_the_solves_and_their_spread_over_neuron_seeds():
-    """benchmarks/shared_field_theory.py's table (issue 46, item 3): each width's eps_g is that of an independent
+def test_the_study_table_is_the_solves_and_their_spread_over_neuron_seeds():
+    """studies/shared_field_theory.py's table: each width's eps_g is that of an independent
     solve at seed 0 continued from the wider width, its spread the standard deviation over the seeds' own solves, and
     Delta and z are against the sampled values given."""
     import importlib.util
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "shared_field_theory", Path(__file__).resolve().parents[1] / "benchmarks" / "shared_field_theory.py")
+        "shared_field_theory", Path(__file__).resolve().parents[1] / "studies" / "shared_field_theory.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     X, Y, X0, Y0 = _data()

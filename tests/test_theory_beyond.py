@@ -291,7 +291,7 @@ def test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_dev
     is judged by the bound a family of three exceeds with probability 1e-4 (stat_bounds, |z| 4.15).
 
     How far it moves is not asserted: by 11-14% of the gap at PRNG keys 0, 1, 2 (z of the exact theory -10.6, -11.5,
-    -10.0; of the corrected one -9.2, -10.2, -8.6), a move of only 1.3-1.5 error bars (benchmarks/README.md,
+    -10.0; of the corrected one -9.2, -10.2, -8.6), a move of only 1.3-1.5 error bars (docs/log/benchmarks.md,
     theory_beyond; the issue's target, half, is not reached). The old check (the corrected gap below 0.9 of the exact
     one) sat at its threshold: 0.11 at key 1 against 0.10. Planted bug: a correction of the wrong sign fails the
     second assertion whatever the draws; one ten times too large lands 4.4 error bars past them, the third."""

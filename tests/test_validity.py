@@ -155,9 +155,9 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
         saved.append(kwargs["checkpoint"].relative_to(tmp_path).as_posix() if kwargs["checkpoint"].exists() else None)
         return fit
 
-    monkeypatch.setattr(rp.theory.shared_field, "solve", solve_and_look)
+    monkeypatch.setattr(rp.theory.shared_field.solver, "solve", solve_and_look)  # what continued() calls
     row = validity._beyond("shared_field", data, model, 16, cache, "s", path, grid)
-    monkeypatch.setattr(rp.theory.shared_field, "solve", solve)
+    monkeypatch.setattr(rp.theory.shared_field.solver, "solve", solve)
     assert saved == ["shared_field_checkpoints/s/N1=32.npz", "shared_field_checkpoints/s/N1=16.npz"]
     assert not (tmp_path / "shared_field_checkpoints" / "s").exists()  # removed once the rows are kept
     assert row["eps_g"] == pytest.approx(rows[16]["eps_g"], rel=1e-10) and cache["s/N1=32"] == rows[32]

@@ -12,7 +12,7 @@ the draws: a check that an installation works (under a minute), not a result.
 At this small size the finite networks' generalization loss sits below the proportional-limit theory, by
 about 10% at N1=50 and 2.4% at N1=400 (NUTS and kinetic Langevin, with and without Gibbs steps on v, agree
 on it): corrections beyond the proportional limit, which shrink as P grows at fixed alpha (about 5% at
-alpha=2 for P=200, 2.6% for P=500; benchmarks/README.md). The exact theory is still far closer than the
+alpha=2 for P=200, 2.6% for P=500; studies/theory_beyond.py). The exact theory is still far closer than the
 infinite-width limit at every N1.
 """
 import json

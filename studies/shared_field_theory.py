@@ -30,7 +30,7 @@ first version), and (F2) is iterated (Anderson mixing), continued in α from the
 The erf solve is :func:`renormpp.theory.shared_field.solve`; this script adds the linear closed form (an independent
 check of (F1)-(F3)) and the tables against the sampled networks.
 
-Run: ``python benchmarks/shared_field_theory.py`` (MNIST (0, 1), P = 200; about 6 minutes on 2 cores). Prints the
+Run: ``python studies/shared_field_theory.py`` (MNIST (0, 1), P = 200; about 6 minutes on 2 cores). Prints the
 tables of benchmarks/README.md, "shared_field_theory.py". ``--P 1000 --widths 1000 500`` times it at the paper's size.
 ``--sampled FOLDER ...`` compares it instead with the points of ``renormpp run`` folders, on their own data (the
 validity map's linear-teacher points where the exact theory holds: issue 46, item 3); ``--seeds K`` solves each width

@@ -5,17 +5,17 @@ Each neuron's readout energy E[v_i v_i^T | w_i] (the overlap ⟨v vᵀ⟩/N1 is 
 
 * the network: v given the hidden weights is Gaussian, so with A = Φ/√(λ1 N1), G = AᵀA + T and V = G⁻¹AᵀY
   (renormpp.readout.weight_space_observables), neuron i's is (V_iᵀV_i + T (G⁻¹)_ii)/λ1, averaged over the draws
-  (benchmarks/single_neuron.py's posterior: kinetic Langevin, two chains, 1000 kept draws each; its cache is read);
+  (studies/single_neuron.py's posterior: kinetic Langevin, two chains, 1000 kept draws each; its cache is read);
 * the shared field: the summand of ``SharedFieldFit.readout_overlap``, N1 ((c + q)⁻¹ + y yᵀ) at each neuron of (F1).
 
 A neuron is a specialist in a draw where its weights' projection on the label direction (the difference of the
-class means, in prior units) has (u·w)² > 9, three prior standard deviations, as in benchmarks/single_neuron.py.
+class means, in prior units) has (u·w)² > 9, three prior standard deviations, as in studies/single_neuron.py.
 The table: specialists per network (N1 × their share of neuron-draws), their mean (u·w)², the readout energy of a
 specialist and of the rest, the specialists' share of the overlap, and the overlap.
 
-Run:  .venv/bin/python benchmarks/specialists.py [--root DATA] [--neurons 4000]   (about 6 minutes on 2 cores; the
+Run:  .venv/bin/python studies/specialists.py [--root DATA] [--neurons 4000]   (about 6 minutes on 2 cores; the
       network's draws are kept in --out and read again)
-      .venv/bin/python benchmarks/specialists.py --quick                          (smoke run; numbers mean nothing)
+      .venv/bin/python studies/specialists.py --quick                          (smoke run; numbers mean nothing)
 """
 from __future__ import annotations
 

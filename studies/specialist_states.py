@@ -20,7 +20,7 @@ chain's last draw:
   proposal) reaches another basin with probability about e^(ΔF): where ΔF is of order −100, no single-neuron move
   changes a state, and a move between states must change several neurons together.
 
-Run:  .venv/bin/python benchmarks/specialist_states.py --root ../shared/data [--chains 4 --draws 2000]
+Run:  .venv/bin/python studies/specialist_states.py --root ../shared/data [--chains 4 --draws 2000]
       (about 10 minutes on 2 cores; --quick: a smoke run on P = 200, numbers mean nothing)
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 T, LAMBDA0, LAMBDA1 = 0.01, 1.0, 1.0

@@ -1,9 +1,9 @@
 """The CNN's theory against sampled finite CNNs (issue 33, item 4): Delta and z at two sizes, D = 1 and 2, synthetic
 images and MNIST, with the local order parameter.
 
-Run:  .venv/bin/python benchmarks/cnn_validation.py [--root DATA]   (about 15 min on 2 cores; resumable:
+Run:  .venv/bin/python studies/cnn_validation.py [--root DATA]   (about 15 min on 2 cores; resumable:
       runs/cnn-validation/; with --root, MNIST (0, 1) too)
-      .venv/bin/python benchmarks/cnn_validation.py --quick           (smoke run at small sizes)
+      .venv/bin/python studies/cnn_validation.py --quick           (smoke run at small sizes)
 
 Each series is a `renormpp run` sweep of the "conv" architecture with the default sampler (kinetic Langevin on the
 filters, the readout integrated out, Rao-Blackwellized observables and local overlaps), stopping at 0.4% on eps_g:
@@ -32,6 +32,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 from renormpp.diagnostics import local  # noqa: E402

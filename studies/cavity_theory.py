@@ -29,7 +29,7 @@ the exact theory's saddle point (its Q and :math:`m = (T + Q\otimes K/\lambda_1)
 non-Gaussian. μ is sampled by a tempered sequential Monte Carlo population (MALA moves in the row space of X), the
 fixed point is damped.
 
-Run: ``python benchmarks/cavity_theory.py`` (MNIST (0, 1), P = 200; about 20 minutes on 2 cores, half of it the
+Run: ``python studies/cavity_theory.py`` (MNIST (0, 1), P = 200; about 20 minutes on 2 cores, half of it the
 sampled linear network that arbitrates the linear check, which --no-network skips; --root or RENORMPP_DATA for the
 data). Prints the tables of benchmarks/README.md, "cavity_theory.py".
 """
@@ -47,7 +47,7 @@ import renormpp as rp
 from renormpp.network import get_activation, x64_context
 
 T = 0.01
-SAMPLED = {100: 0.029548, 20: 0.010228}  # the sampled networks' eps_g (benchmarks/single_neuron.py, same data)
+SAMPLED = {100: 0.029548, 20: 0.010228}  # the sampled networks' eps_g (studies/single_neuron.py, same data)
 
 
 def sampled_linear(d, N1, seed=0):

@@ -7,7 +7,7 @@ This script solves MNIST (0, 1) at P = 200 and one width, then keeps the field f
 1. moves the solve's last population on by the same exact (Metropolis-adjusted) steps, and at each stage reports the
    residual of the fixed field against this population's own moments of (F2), the mean squared error of the
    population's predicted mean on the training labels and on the test set, the predicted variance, the number of
-   specialists ((u·w)² > 9 on the label direction, benchmarks/specialists.py) and the weights' mean squared norm in
+   specialists ((u·w)² > 9 on the label direction, studies/specialists.py) and the weights' mean squared norm in
    the row space of X and its null space (the prior's: rank and N0 - rank);
 2. predicts with ``--populations`` populations ``--spacing`` steps apart (``dataclasses.replace(fit, steps=...)``)
    and reports the same errors: if the field solves (F2) for (F1)'s law, the training error of an average over many
@@ -33,10 +33,10 @@ same, and the output says so.
 theory's field moved on at that field, their specialists and mean log tilt after each block; with ``--tempered`` the
 neurons start from a tempered population instead (at equilibrium, the rows stay flat).
 
-Run:  .venv/bin/python benchmarks/field_equilibrium.py [--root DATA] [--N1 20] [--seed 1]   (about 15 minutes on 2
+Run:  .venv/bin/python studies/field_equilibrium.py [--root DATA] [--N1 20] [--seed 1]   (about 15 minutes on 2
       cores at 4 000 neurons: the solve 5, the moves 3, the spaced prediction 5)
-      .venv/bin/python benchmarks/field_equilibrium.py --fresh [...]     (about an hour: 30 steps an iteration)
-      .venv/bin/python benchmarks/field_equilibrium.py --quick                              (smoke run)
+      .venv/bin/python studies/field_equilibrium.py --fresh [...]     (about an hour: 30 steps an iteration)
+      .venv/bin/python studies/field_equilibrium.py --quick                              (smoke run)
 """
 from __future__ import annotations
 

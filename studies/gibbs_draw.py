@@ -1,8 +1,8 @@
 """Cost of the exact Gibbs draw of v | w and of the integrated sampler's gradient, in the data space (P x P) and in
 the weight space (N1 x N1), at the benchmark problems' sizes (issue 17's lever "the Gibbs step's conditional").
 
-Run:  .venv/bin/python benchmarks/gibbs_draw.py            (about a minute)
-      .venv/bin/python benchmarks/gibbs_draw.py --quick    (smoke run)
+Run:  .venv/bin/python studies/gibbs_draw.py            (about a minute)
+      .venv/bin/python studies/gibbs_draw.py --quick    (smoke run)
 
 For each (P, N0, N1, D): two chains (vmap), float32, jitted; the median over rounds of
 (a) one Gibbs draw, ``readout.sample_readout(conditional(...))`` (data space, Matheron's rule) against
@@ -28,6 +28,7 @@ from renormpp import readout
 from renormpp.network import forward
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 SIZES = [(500, 100, 250, 3), (1000, 144, 1000, 10), (500, 784, 250, 10), (1000, 784, 1000, 10), (1000, 784, 250, 10)]

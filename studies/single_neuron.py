@@ -1,9 +1,9 @@
 """The single-neuron picture on sampled networks (issue 46, item 1): are the neurons of a finite network independent
 draws from one tilted single-neuron law?
 
-Run:  .venv/bin/python benchmarks/single_neuron.py                       (MNIST (0, 1), P = 200, alpha = 10 and 2;
+Run:  .venv/bin/python studies/single_neuron.py                       (MNIST (0, 1), P = 200, alpha = 10 and 2;
                                                                           about 10 minutes on 2 cores)
-      .venv/bin/python benchmarks/single_neuron.py --quick               (smoke run, a minute; numbers mean nothing)
+      .venv/bin/python studies/single_neuron.py --quick               (smoke run, a minute; numbers mean nothing)
 
 For each point: the network's posterior (kinetic Langevin on w with v integrated out, two chains, NumPyro's MCMC),
 the oracle tilt G of renormpp.theory.single_neuron (S1) averaged over its draws, and the single-neuron law (S2)

@@ -1,6 +1,6 @@
 """The posterior's hidden kernel (issue 32): what it costs to measure, and what it says where the theory fails.
 
-Run:  .venv/bin/python benchmarks/hidden_kernel.py --root ../shared/data/mnist [--out hidden-kernel]   (~15 min)
+Run:  .venv/bin/python studies/hidden_kernel.py --root ../shared/data/mnist [--out hidden-kernel]   (~15 min)
 
 1. Cost: one MNIST (0, 1) point (P = 200, P_test = 1000, N1 = 20 and 400, erf, T = 0.01, default sampler, two
    chains) with ``run.kernel_diagnosis`` off and on, the same seed: blocks of 300 draws of each, alternating, five
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 

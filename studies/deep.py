@@ -1,7 +1,7 @@
 """Deep networks (issue 16): the depth-L Wishart-ansatz theory against sampled finite deep networks, and its cost.
 
-Run:  .venv/bin/python benchmarks/deep.py            (about 8 min on 2 cores; resumable: runs/deep/)
-      .venv/bin/python benchmarks/deep.py --quick    (smoke run at small sizes)
+Run:  .venv/bin/python studies/deep.py            (about 8 min on 2 cores; resumable: runs/deep/)
+      .venv/bin/python studies/deep.py --quick    (smoke run at small sizes)
 
 [1] cost: rp.theory.solve (exact) + generalization error on 1000 test points at P = 2000, D = 10, depth 1, 2, 3
     (synthetic erf teacher, N0 = 784, N = 1000); medians of 3 (target: depth L at the speed of depth 1).
@@ -24,6 +24,7 @@ import numpy as np
 import renormpp as rp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_beyond import print_medians, table  # noqa: E402
 from theory_speed import machine_info  # noqa: E402
 

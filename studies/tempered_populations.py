@@ -1,6 +1,6 @@
 """At a tempered solve's converged field: do its tempered populations sit at (F1), and how far apart? (issue 46)
 
-Reads the finished checkpoint of ``benchmarks/field_equilibrium.py --tempered --N1 100 --seed 0 --maxiter 160
+Reads the finished checkpoint of ``studies/field_equilibrium.py --tempered --N1 100 --seed 0 --maxiter 160
 --checkpoint PATH`` (MNIST (0, 1), P = 200, 4 000 neurons; the solve returns at once from it) and, at its field,
 reports for new tempered populations (from the fitted proposal: two streams with the default effective sample size
 0.8 a stage, one with 0.99; from the prior: two with 0.8, one with 0.999) and for the first one moved on
@@ -9,7 +9,7 @@ population's own moments of (F2), its training error and ε_g as one population,
 log tilt. Independent populations at (F1) agree within their Monte Carlo error; a population that shifts when moved
 on was not at (F1).
 
-Run:  .venv/bin/python benchmarks/tempered_populations.py --checkpoint runs/a2_tempered.npz [--root DATA] [--long 2000]
+Run:  .venv/bin/python studies/tempered_populations.py --checkpoint runs/a2_tempered.npz [--root DATA] [--long 2000]
       (about 10 minutes on 2 cores, and 15 more for --long 2000)
 """
 import argparse
@@ -38,7 +38,7 @@ ap.add_argument("--blocks", type=lambda v: [int(b) for b in v.split(",")], defau
 ap.add_argument("--long", type=int, default=0, help="also one population moved on this many steps, 250 a block")
 args = ap.parse_args()
 if not Path(args.checkpoint).exists():
-    sys.exit(f"no checkpoint at {args.checkpoint}: run benchmarks/field_equilibrium.py --tempered --N1 100 --seed 0 "
+    sys.exit(f"no checkpoint at {args.checkpoint}: run studies/field_equilibrium.py --tempered --N1 100 --seed 0 "
              f"--maxiter 160 --checkpoint {args.checkpoint} first")
 d = rp.datasets.mnist(classes=(0, 1), P=200, P_test=1000, root=args.root, seed=0)
 X, Y = np.asarray(d.X, float), np.asarray(d.Y, float)

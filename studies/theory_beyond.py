@@ -1,9 +1,9 @@
 """Beyond leading order (issue 15): the cost of the corrected and ReLU theories, their Delta and z against sampled finite
 networks (problem 1 and the demo sweep), and a finite-size-scaling extrapolation.
 
-Run:  .venv/bin/python benchmarks/theory_beyond.py                 (about 25 min on 2 cores; resumable: runs/beyond/)
-      .venv/bin/python benchmarks/theory_beyond.py --only cost     (a minute)
-      .venv/bin/python benchmarks/theory_beyond.py --quick         (smoke run at small sizes)
+Run:  .venv/bin/python studies/theory_beyond.py                 (about 25 min on 2 cores; resumable: runs/beyond/)
+      .venv/bin/python studies/theory_beyond.py --only cost     (a minute)
+      .venv/bin/python studies/theory_beyond.py --quick         (smoke run at small sizes)
 
 [1] cost: rp.theory.solve + generalization error on 1000 test points at P = 2000, D = 10 (synthetic erf teacher, N0 = 784,
     N1 = 1000, erf): exact, corrected (target: within 3x exact), and relu exact; medians of 3, timed in turn.
@@ -29,6 +29,7 @@ import renormpp as rp
 from renormpp.experiments import demo
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 OUT = Path("runs/beyond")

@@ -1,6 +1,6 @@
 """Is a shared-field solve's field a fixed point of (F1)'s law, and where does its Monte Carlo error come from? (issue 46)
 
-Reads the finished checkpoint of ``benchmarks/field_equilibrium.py --tempered --N1 100 --seed 0 --maxiter 160
+Reads the finished checkpoint of ``studies/field_equilibrium.py --tempered --N1 100 --seed 0 --maxiter 160
 --checkpoint PATH`` (MNIST (0, 1), P = 200, α = 2, 4 000 neurons; the solve returns at once from it; ``--default``:
 of the default solve, one population moved on, ``field_equilibrium.py --N1 100 --seed 0 --maxiter 160``) and, at its
 field, measures three things:
@@ -16,7 +16,7 @@ field, measures three things:
    own moments, and its mean log tilt.
 3. ``fit.verify`` at 30 and 240 Langevin steps a population (4 populations).
 
-Run:  .venv/bin/python benchmarks/field_fixed_point.py --checkpoint runs/a2_tempered_mc.npz [--root DATA]
+Run:  .venv/bin/python studies/field_fixed_point.py --checkpoint runs/a2_tempered_mc.npz [--root DATA]
       (about 15 minutes on 2 cores)
 """
 import argparse
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--populations", type=int, default=6)
     args = ap.parse_args()
     if not Path(args.checkpoint).exists():
-        sys.exit(f"no checkpoint at {args.checkpoint}: run benchmarks/field_equilibrium.py "
+        sys.exit(f"no checkpoint at {args.checkpoint}: run studies/field_equilibrium.py "
                  f"{'' if args.default else '--tempered '}--N1 100 --seed 0 --maxiter 160 --checkpoint "
                  f"{args.checkpoint} first")
     warnings.simplefilter("ignore")

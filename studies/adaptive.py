@@ -1,7 +1,7 @@
 """The adaptive-kernel theory (renormpp.theory.adaptive, issue 32 item 3) against sampled finite networks.
 
-Run:  .venv/bin/python benchmarks/adaptive.py --root ../shared/data/mnist            (theory at the MNIST points, ~1 min)
-      .venv/bin/python benchmarks/adaptive.py --root ../shared/data/mnist --sample   (+ NUTS at the synthetic points)
+Run:  .venv/bin/python studies/adaptive.py --root ../shared/data/mnist            (theory at the MNIST points, ~1 min)
+      .venv/bin/python studies/adaptive.py --root ../shared/data/mnist --sample   (+ NUTS at the synthetic points)
 
 Prints eps_g of the exact theory, infinite width and the adaptive theory against the sampled networks, with
 Delta = theory/sampled - 1 and z = (theory - sampled)/error, and the spectrum ratios r_k = u_k^T K_post u_k / k_k of
@@ -9,7 +9,7 @@ the predicted posterior hidden kernel (exact theory: Eq. (H1) of rp.theory.hidde
 against the measured ones, with the wall time of each solve.
 
 The MNIST (0, 1) sampled values (P = 200, P_test = 1000, erf, T = 0.01) are the measurements of
-benchmarks/hidden_kernel.py (benchmarks/README.md, `renormpp run`, default sampler): eps_g and the top two r_k.
+studies/hidden_kernel.py (benchmarks/README.md, `renormpp run`, default sampler): eps_g and the top two r_k.
 The synthetic points are sampled here by NumPyro NUTS on the network with v integrated out (float64).
 """
 from __future__ import annotations

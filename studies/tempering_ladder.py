@@ -1,7 +1,7 @@
 """How many temperatures a replica-exchange ladder needs at a hard point (issue 34, item 1): measured, not guessed.
 
-Run:  .venv/bin/python benchmarks/tempering_ladder.py                  (Fig. 1a, alpha = 10: P = 1000, N1 = 100; ~5 min)
-      .venv/bin/python benchmarks/tempering_ladder.py --P 500 --N1 50  (the smaller probe of the benchmark history)
+Run:  .venv/bin/python studies/tempering_ladder.py                  (Fig. 1a, alpha = 10: P = 1000, N1 = 100; ~5 min)
+      .venv/bin/python studies/tempering_ladder.py --P 500 --N1 50  (the smaller probe of the benchmark history)
 
 Replica exchange runs one chain per temperature T_0 < T_1 < ... and swaps neighbours' weights with probability
 min(1, exp(-Delta)), Delta = U_i(w_j) + U_j(w_i) - U_i(w_i) - U_j(w_j), on w's marginal posterior
@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import erfcinv
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from theory_speed import machine_info  # noqa: E402
 
 

@@ -1,0 +1,97 @@
+r"""The shared-field theory: one Gaussian field shared by all neurons, each neuron's law exact.
+
+Where kernel-shape renormalization fails (MNIST at α ≥ 1, docs/validity.md) the finite network's hidden kernel adapts
+in directions the D x D order parameter cannot reach. This theory keeps each neuron's law exact and makes only the
+field that couples the neurons Gaussian.
+
+**The field.** With the readout integrated out, :math:`p(Y\mid W) = \int d\bar f\, \exp\big(i\,{\rm tr}\,\bar f^\top Y
+- \tfrac T2\|\bar f\|^2\big) \prod_i \exp\big(-\|\bar f^\top s_i\|^2/(2c)\big)` with :math:`c = \lambda_1 N_1`,
+:math:`s_i = \sigma(X w_i/\sqrt{N_0})` (P) and :math:`\bar f` (P x D) the field conjugate to the predictions, one
+field for all neurons. Take it Gaussian, :math:`\bar f = i\,m + g` with g of covariance :math:`\Sigma`
+(:math:`PD\times PD`, output-major). Given w, :math:`g^\top s(w)` is Gaussian with covariance
+:math:`q(w)_{ab} = s^\top\Sigma_{ab}\,s` (D x D: the neuron's own bulk) and :math:`z(w) = m^\top s(w)` is its spike,
+so one neuron's law is the cavity law (S3) of :mod:`renormpp.theory.single_neuron` with these:
+
+.. math::
+    p(w) \propto \mathcal N(w; 0, 1/\lambda_0)\,\det(1 + q/c)^{-1/2}\exp\big(\tfrac12 z^\top (c + q)^{-1} z\big). \tag{F1}
+
+**Stationarity** of the field, with :math:`y = (c+q)^{-1}z` and :math:`E` the average over (F1):
+
+.. math::
+    \Sigma^{-1} = T + N_1 E\big[\big((c+q)^{-1} + y y^\top\big)\otimes s s^\top\big],\qquad
+    T\,m + N_1 E[s\,y^\top] = Y.                                                                      \tag{F2}
+
+**Predictions** at a test input :math:`x_*` (:math:`s_* = s(w; x_*)`): the mean :math:`\Gamma_a = N_1 E[s_*\,y_a]`
+and, from :math:`-\partial_j^2\log Z` with a source j at :math:`x_*` (the response of m to it included),
+
+.. math::
+    \Sigma_{*ab} = N_1 E[(c+q)^{-1}_{ab}s_*^2] + N_1 E[s_*^2 y_a y_b] - N_1 E[s_* y_a]E[s_* y_b]
+        - N_1^2\, n_a^\top (T + N_1 L)^{-1} n_b,                                                        \tag{F3}
+
+:math:`L = E[((c+q)^{-1} + yy^\top)\otimes ss^\top] - E[y\otimes s]E[y\otimes s]^\top`,
+:math:`(n_a)_b = E[((c+q)^{-1}_{ab} + y_a y_b)\,s_*\,s] - E[s_* y_a]E[y_b\,s]`.
+For a linear activation (Gaussian s, q at its mean) (F1)-(F3) reproduce the exact theory, which is exact for linear
+networks (checked in closed form by ``studies/shared_field_theory.py``: 0.05-1% at MNIST P = 200).
+
+**How it is computed.** The averages over (F1) are taken over M neurons, with the exact NNGP kernel as control
+variate (:math:`E[\rho\,W\,ss^\top] \approx \overline{\rho W ss^\top} - \overline{\rho W}\,(\overline{\rho_0 ss^\top}
+- K)`, :math:`\rho_0` = prior over proposal), so that at infinite width the theory is the NNGP posterior exactly,
+for any M. The neurons start from a Gaussian **proposal**: the prior, except in a few directions of weight space
+(:func:`proposal_basis`) where its mean and covariance are fitted to the neurons weighted by (F1)'s tilt, tempered
+until the weights are good (:func:`pareto_k` below 0.7: above it their averages do not hold, whatever the effective
+sample size says). The prior alone is no proposal where the tilt is strong: a Gaussian tilt :math:`e^{r x^2/2}` of a
+unit Gaussian gives weights of infinite variance from r = 1/2 on.
+
+* ``proposal="mcmc"`` (the default): where no Gaussian proposal reaches (F1) (MNIST at α ≥ 2.5), the proposal's
+  neurons are moved to (F1) itself by Metropolis-adjusted Langevin steps, and (F2) is solved by stochastic
+  approximation: the population persists, moved ``steps`` more steps at each iteration's field, and the moments of
+  (F2) are averaged over the iterations before the field is computed from them (the inverse of a noisy average is
+  biased: one population of 10 000 neurons puts ε_g 3% low on the linear teacher at α = 2).
+* ``fresh=True``: each iteration draws a new population at the field, so that the averaged moments are averages over
+  independent populations; ``tempered=True`` takes each of them to (F1) by adaptive tempered sequential Monte Carlo.
+  On MNIST (0, 1) at P = 200 neither reaches all of (F1)'s specialists (docs/log/validity.md, "Fresh populations" and
+  "Tempered populations").
+* ``proposal="fitted"``: the field iterated on fixed, reweighted neurons with Anderson mixing, in rounds that fit the
+  proposal again at the new field. Within 1% of the sampled network on MNIST (0, 1), P = 200, at α = 0.5 and 1 (the
+  exact theory 3% and 8% off); no convergence from α = 2.5 on (docs/log/validity.md, "A third theory").
+
+:meth:`SharedFieldFit.verify` tests a solve's field against new, independent populations moved to (F1) at it, with
+the jackknife error over them: the solve's own residuals are measured against its own iterations' moments and can be
+small where the field is no fixed point of (F1)'s law (docs/log/validity.md, "Is the averaged field a fixed point?").
+
+Cost: :math:`O(M P^2 D^2)` per iteration and :math:`O((PD)^3)` for the inverse of (F2): about 15 minutes a width at
+P = 200 on 2 cores with the default 40 000 neurons moved to (F1); 15.5 s an iteration at P = 1000 with 10 000
+(``benchmarks/shared_field_speed.py``).
+
+The modules, one idea each:
+
+* :mod:`.solver`: :func:`solve` and :func:`continued` (a series of widths, each from the last converged).
+* :mod:`.fit`: :class:`SharedFieldFit`, its predictions (F3) and readout overlaps.
+* :mod:`.equations`: (F1)'s bulk, spike and tilt per neuron; the moments of (F2) and the field they give.
+* :mod:`.weights`: importance weights, their effective sample size and :func:`pareto_k`.
+* :mod:`.proposals`: the Gaussian :class:`Proposal` and its fit to (F1).
+* :mod:`.langevin`: (F1)'s log-density and gradient by JAX; Metropolis-adjusted Langevin steps.
+* :mod:`.tempered`: adaptive tempered sequential Monte Carlo to (F1).
+* :mod:`.populations`: :class:`Population`, neurons at (F1) of a field, and populations drawn anew.
+* :mod:`.averaged`: the stochastic approximation of (F2) and its Monte Carlo error.
+* :mod:`.mixing`: Anderson mixing of the fixed-point iteration.
+* :mod:`.checkpoint`: a solve's state saved as it goes, and resumed.
+* :mod:`.verify`: :class:`Verification`, a field tested on new populations.
+"""
+from ..single_neuron import features
+from .averaged import _AVERAGED_ITER, _SPLIT_BLOCK, _averaged, _mc_error
+from .checkpoint import _CHECKPOINT_SECONDS, _Checkpoint, _key
+from .equations import (_above, _control, _field, _guarded_moments, _moment, _moments, _per_neuron,
+                        _population_moments, _positive)
+from .fit import SharedFieldFit
+from .langevin import _moved, _quadratic, _tilt_step, _tilt_target
+from .mixing import _Anderson
+from .populations import Population, _renewed
+from .proposals import _FITS, Proposal, _fitted, proposal_basis
+from .solver import _ROUNDS, PROPOSALS, continued, solve
+from .tempered import _STAGE_ESS, _STAGE_MOVES, _tempered
+from .verify import Verification, _jackknife
+from .weights import _K_BAD, _K_FIT, _control_weights, _ess, _normalized, _resampled, pareto_k
+
+__all__ = ["PROPOSALS", "Population", "Proposal", "SharedFieldFit", "Verification", "continued", "pareto_k",
+           "proposal_basis", "solve"]
