@@ -45,7 +45,7 @@ def test_compare_on_constructed_samples(problem, method):
     truth = np.array([eps_th, Q[0, 0], Q[0, 1], Q[1, 1]])
     np.testing.assert_allclose(ds.mc_mean, truth + shifts, rtol=1e-10)
     np.testing.assert_allclose(ds.prediction.sel(theory="exact"), truth, rtol=1e-10)
-    np.testing.assert_allclose(ds.delta.sel(theory="exact"), np.abs(shifts / truth), rtol=1e-8)
+    np.testing.assert_allclose(ds.delta.sel(theory="exact"), shifts / np.abs(truth), rtol=1e-8)  # signed, like z
     np.testing.assert_allclose(ds.z.sel(theory="exact"), shifts / (sigma / np.sqrt(n)), rtol=0.15)
     np.testing.assert_allclose(ds.z.sel(theory="exact") * ds.mc_error, shifts, rtol=1e-8)
     iw = fit.refit("infinite_width")

@@ -81,8 +81,8 @@ def test_a_registered_method_is_drawn_with_its_label_and_style(toy, data):
 def test_a_registered_method_is_in_the_report(toy, data):
     fit = theory.solve(data.X, data.Y, N1=40)
     results = _sweep(data, fit)
-    text = report.in_short(results, data)[0]
-    assert "The toy theory's: " in text, text
+    text = "\n".join(report.answer_table(results, data.X.shape[0]) + report.verdict_sentences(results, data))
+    assert "| toy Δ | toy z |" in text and "* **toy** (" in text, text
     assert "| toy | verdict |" in stages.comparison_markdown(results[0])
     assert "   toy " in results[0].attrs["summary"]
 

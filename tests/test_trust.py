@@ -131,9 +131,11 @@ def test_a_failed_point_is_marked_and_not_compared_in_the_report(tmp_path):
 def test_the_report_gives_a_verdict_per_quantity(tmp_path):
     out = ex.run(tiny(tmp_path, num_samples=1500))
     report = (out / "report.md").read_text()
-    assert "| quantity | MC | exact | verdict |" in report
-    assert ("agrees (z = " in report) or ("deviates by " in report)
-    assert "sampler: MALA, step_size=" in report  # the sampler and its step, beside every comparison
+    assert "| N1 | alpha = P/N1 | MC eps_g ± sigma | exact Δ | exact z |" in report
+    assert "* **exact** (" in report and (("agrees within " in report) or ("deviates " in report))
+    assert "sampler: MALA, step_size=" in report  # the sampler and its step, beside every width
+    md = (out / "points" / "N1=8_seed=0" / "comparison.md").read_text()  # the verdict per quantity, per point
+    assert "| quantity | MC | exact | verdict |" in md and (("agrees (z = " in md) or ("deviates by " in md))
 
 
 def test_observables_check_their_test_set():

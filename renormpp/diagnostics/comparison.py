@@ -21,7 +21,8 @@ STARTS_DISAGREE = "starts disagree: not equilibrium"
 
 def verdict(z: float, delta: float, reliable: bool, settled: bool = True, difference: float | None = None,
             starts_agree: bool = True) -> str:
-    """One quantity against one theory, in words: agrees, deviates (by Delta at z), or no verdict; "(not settled)"
+    """One quantity against one theory, in words: agrees, deviates (by the signed Delta = (MC - theory)/|theory| at
+    z), or no verdict; "(not settled)"
     is added where the chains disagree or the mean drifts (``settled`` False: :func:`converged` without the tau test),
     so that a deviation of a run that has not reached equilibrium is not read as the theory's. Where the theory
     predicts 0 (Delta infinite) the deviation is the absolute ``difference`` MC - theory. Where chains from different
@@ -34,7 +35,7 @@ def verdict(z: float, delta: float, reliable: bool, settled: bool = True, differ
         else f" ({STARTS_DISAGREE})"
     if abs(z) < Z_AGREE:
         return f"agrees (z = {z:+.1f}){caveat}"
-    size = f"{delta:.2%}" if np.isfinite(delta) or difference is None else f"{difference:+.3g} (the theory predicts 0)"
+    size = f"{delta:+.2%}" if np.isfinite(delta) or difference is None else f"{difference:+.3g} (the theory predicts 0)"
     return f"deviates by {size} at z = {z:+.1f}{caveat}"
 
 
@@ -69,8 +70,9 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     -------
     xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (every method of
     :data:`renormpp.theory.METHODS`): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
-    ``z`` = (MC - TH) / MC error, ``delta`` = :math:`|{\rm MC} - {\rm TH}|/|{\rm TH}|` (supplement,
-    eq:supp:discrep), ``verdict`` (a string per quantity and theory, :func:`verdict`: agrees where :math:`|z| <`
+    ``z`` = (MC - TH) / MC error, ``delta`` = :math:`({\rm MC} - {\rm TH})/|{\rm TH}|`, signed like ``z``
+    (negative where the sampled mean lies below the theory; the supplement's discrepancy, eq:supp:discrep, is its
+    absolute value), ``verdict`` (a string per quantity and theory, :func:`verdict`: agrees where :math:`|z| <`
     :data:`Z_AGREE`) and ``not_applicable`` (per theory: why it does not apply here, :func:`why_not`; "" where it
     does); the equilibrium
     tests ``drift_z`` and ``drifting`` (:func:`drift`), ``chains_p`` and ``chains_apart`` (:func:`chain_spread`), both
@@ -112,7 +114,7 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     err = np.array([e.error for e in estimates])
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (mc[:, None] - pred) / err[:, None]
-        delta = np.abs(mc[:, None] - pred) / np.abs(pred)
+        delta = (mc[:, None] - pred) / np.abs(pred)
     rhats = np.array([rhat(s, cut=e.cut) for s, e in zip(series, estimates)])
     spreads = [chain_spread(s, cut=e.cut) for s, e in zip(series, estimates)]
     drifting = [d.moves(len(names)) for d in drifts]

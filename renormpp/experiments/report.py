@@ -3,12 +3,17 @@
 Writes into the output folder:
 
 * ``summary.csv``: one row per finished point (N1, seed, MC eps_g and error, every theory method of
-  :data:`renormpp.theory.METHODS` and its z-score, the worst overlap z-score against the reference theory
-  (:data:`renormpp.theory.REFERENCE`), draws, sampling time, divergences);
-* ``pooled.csv``: one row per N1 and quantity, the seeds pooled as independent chains;
-* ``generalization_vs_N1.png`` (Fig. 1a-like), ``overlaps_vs_N1.png``, ``overlaps.png`` (Fig. 2-like, the
-  smallest N1);
-* ``report.md``: the config, the tables and the figures, and the points still missing.
+  :data:`renormpp.theory.METHODS` with its eps_g, signed Delta and z-score, the worst overlap z-score against the
+  reference theory (:data:`renormpp.theory.REFERENCE`), draws, sampling time, divergences);
+* ``pooled.csv``: one row per N1, quantity and theory, the seeds pooled as independent chains
+  (:func:`renormpp.diagnostics.compare`'s table);
+* ``generalization_vs_N1.png`` (Fig. 1a-like), ``overlaps_vs_N1.png``, ``overlaps.png`` (Fig. 2-like, one row per
+  width);
+* ``report.md``: the answer first (the eps_g figure and one table of each theory's Delta and z per width), the
+  readout overlaps with the output-output correlations (the off-diagonal overlaps), one verdict per theory, links to
+  each point's ``comparison.md``, and the points still missing.
+
+Delta is signed everywhere, with one definition (:data:`DELTA_DEFINED`): (MC - theory) / |theory|.
 """
 from __future__ import annotations
 
@@ -54,9 +59,11 @@ def pooled_starts(folders) -> list | None:
 
 
 def markdown_table(df) -> str:
-    """A DataFrame as a markdown table (no index), floats to 5 significant digits."""
+    """A DataFrame as a markdown table (no index), floats to 5 significant digits, a dash for NaN."""
     def fmt(v):
-        return f"{v:.5g}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return f"{v:.5g}" if not np.isnan(v) else DASH
+        return str(v)
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
@@ -124,7 +131,12 @@ def pooled_table(pooled) -> "pd.DataFrame":
 
 
 def report(outdir) -> Path:
-    """(Re)write the report of the sweep in ``outdir`` from its finished points; returns ``report.md``'s path."""
+    """(Re)write the report of the sweep in ``outdir`` from its finished points; returns ``report.md``'s path.
+
+    ``report.md`` leads with the answer: the generalization error against N1 (figure and one table: each theory's
+    signed Delta and z per width, :func:`answer_table`), then the readout overlaps with the output-output correlations
+    (:func:`off_diagonal_section`), then one verdict per theory (:func:`verdict_sentences`). Each width's detail stays
+    in its point's ``comparison.md``; the wide tables are ``summary.csv`` and ``pooled.csv``."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -144,7 +156,9 @@ def report(outdir) -> Path:
         row = dict(N1=res["N1"], seed=res["seed"], status=res.get("status", "ok"), eps_g=res["eps_g"],
                    eps_g_error=res["eps_g_error"])
         for t in theory.METHODS:
-            row[f"eps_g_{t}"] = eps.loc[t, "prediction"]
+            pred, mc = eps.loc[t, "prediction"], eps.loc[t, "mc_mean"]
+            row[f"eps_g_{t}"] = pred
+            row[f"delta_{t}"] = (mc - pred) / abs(pred) if np.isfinite(pred) and pred else np.nan  # DELTA_DEFINED
             row[f"z_{t}"] = eps.loc[t, "z"]
         ref = ov[ov.theory == theory.REFERENCE]
         row[f"max_abs_z_overlap_{theory.REFERENCE}"] = float(np.nanmax(np.abs(ref.z))) if ref.z.notna().any() \
@@ -187,33 +201,299 @@ def report(outdir) -> Path:
         plt.close(fig)
 
     missing = [point.name for point in cfg.points() if not PointStore(outdir / "points" / point.name).finished]
+    P = data.X.shape[0]
     lines = [f"# renormpp sweep: {data.name}", "",
-             f"P={data.X.shape[0]}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
+             f"P={P}, P_test={data.X_test.shape[0]}, N0={data.X.shape[1]}, D={data.Y.shape[1]}, "
              f"T={m.T:g}, lambda0={m.lambda0:g}, lambda1={m.lambda1:g}, {network_described(m)}; "
-             f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method. A theory agrees with the "
-             f"sampled mean where |z| < {diagnostics.Z_AGREE:g} and the error bar holds; otherwise the verdict gives "
-             "the relative deviation Delta and z.", ""]
-    lines += in_short(pooled, data)
+             f"sampler {cfg.sampler.kind}; errors by the {cfg.run.error_method} method.", "",
+             f"{DELTA_DEFINED} A theory agrees with the sampled mean where |z| < {diagnostics.Z_AGREE:g} and the "
+             "error bar holds.", ""]
     if failed:
         lines += [f"**{len(failed)} point(s) failed and are not compared** (their sampler froze, hardly accepted its "
                   "moves, or diverged; their draws are not the posterior):", ""]
         lines += [f"* N1={r['N1']} seed={r['seed']}: {r.get('problems', '')}" for r, _ in failed] + [""]
     if pooled:
-        lines += ["![generalization error against N1](generalization_vs_N1.png)", "",
-                  "![readout overlaps against N1](overlaps_vs_N1.png)", "",
-                  f"![readout overlaps at N1={pooled[0].attrs['N1']:g}](overlaps.png)", "",
-                  "## Theory against sampling, per N1 (seeds pooled)", ""]
-        for ds in pooled:
-            lines += [f"### N1 = {ds.attrs['N1']:g}", "", "```", ds.attrs["summary"], "```", "",
-                      stages.comparison_markdown(ds), ""]
+        lines += ["## Generalization error against the width", "",
+                  "![generalization error eps_g against N1: the sampled networks (points) and each theory (lines)]"
+                  "(generalization_vs_N1.png)", ""]
+        lines += answer_table(pooled, P)
+        lines += off_diagonal_section(pooled, names)
+        lines += ["## Verdicts", "", "The generalization error eps_g against each theory, over the widths:", ""]
+        lines += verdict_sentences(pooled, data)
+        lines += per_width_section(pooled, done, outdir)
     else:
         lines += ["No point finished with a working sampler: nothing to compare.", ""]
     if kernels:
         lines += kernel_section(kernels, "kernel_vs_N1.png" in figures)
     if pooled and m.architecture == "conv":
         lines += local_section(Sweep(cfg, data, base, done, pooled), outdir)
-    lines += ["## Points", "", markdown_table(summary), ""]
-    return _write_report(outdir, lines, missing)
+    lines += ["## Tables", "",
+              "* [summary.csv](summary.csv): one row per point (N1, seed): the sampled eps_g and its error, each "
+              "theory's eps_g, Delta and z, the worst overlap z, the hidden kernel's diagnosis, the sampler's "
+              "acceptance, divergences and time.",
+              "* [pooled.csv](pooled.csv): one row per width, quantity and theory, the seeds pooled: MC mean and "
+              "error, prediction, delta, z, verdict and the equilibrium tests." if pooled else "", ""]
+    return _write_report(outdir, [ln for i, ln in enumerate(lines) if ln or not (i and lines[i - 1] == "")], missing)
+
+
+#: the one definition of Delta of every report, verdict and CSV (:func:`renormpp.diagnostics.compare`'s ``delta``)
+DELTA_DEFINED = ("Δ = (MC - theory) / |theory|, signed: negative where the sampled networks lie below the theory; "
+                 "z = (MC - theory) / sigma_MC, sigma_MC the error of the MC mean.")
+
+#: a dash where a table has no value (a theory that does not apply at that width)
+DASH = "—"
+
+#: the marks of a width whose MC mean needs a caveat, and the caveat, printed once under the table
+_MARKS = {"unreliable": ("¹", "the error bar does not hold (a run too short, or a frozen chain): z is no verdict"),
+          "unsettled": ("²", "not settled (the chains disagree or the mean drifts): a gap may be the run's, not the "
+                             "theory's"),
+          "starts": ("³", "chains from different kinds of start disagree: not equilibrium")}
+
+
+def _pct(x: float) -> str:
+    """A signed relative deviation in percent, or a dash."""
+    return DASH if not np.isfinite(x) else _percent(x)
+
+
+def _z(z: float) -> str:
+    return DASH if not np.isfinite(z) else f"{z:+.1f}"
+
+
+def value_error(mean: float, error: float) -> str:
+    """``mean ± error`` with the error to two significant digits and the mean to the same decimal place."""
+    if not np.isfinite(mean):
+        return DASH
+    if not (np.isfinite(error) and error > 0):
+        return f"{mean:.5g}"
+    digits = max(0, 1 - int(np.floor(np.log10(error))))
+    return f"{mean:.{digits}f} ± {error:.{digits}f}"
+
+
+def _widths(pooled) -> list[dict]:
+    """Per width (sorted by N1): the sampled eps_g, its caveats, and per theory prediction, signed Delta, z, verdict."""
+    from .. import diagnostics, theory
+
+    rows = []
+    for ds in sorted(pooled, key=lambda d: d.attrs["N1"]):
+        e = ds.sel(quantity="eps_g")
+        marks = [k for k, flag in (("unreliable", not bool(e.reliable)),
+                                   ("unsettled", "settled" in e and not bool(e.settled)),
+                                   ("starts", "starts_apart" in e and bool(e.starts_apart))) if flag]
+        row = dict(N1=float(ds.attrs["N1"]), mc=float(e.mc_mean), err=float(e.mc_error), marks=marks, ds=ds)
+        for t in theory.METHODS:
+            pred = float(e.prediction.sel(theory=t))
+            delta = (row["mc"] - pred) / abs(pred) if np.isfinite(pred) and pred else np.nan
+            row[t] = dict(pred=pred, delta=delta, z=float(e.z.sel(theory=t)) if np.isfinite(pred) else np.nan,
+                          verdict=str(e.verdict.sel(theory=t).item()),
+                          why=("" if np.isfinite(pred) else diagnostics.does_not_apply(ds, t)))
+        rows.append(row)
+    return rows
+
+
+def _where(N1s) -> str:
+    """``N1 = 50``, ``N1 = 50 and 400``, ``N1 = 50, 100 and 400``."""
+    N1s = [f"{n:g}" for n in N1s]
+    return "N1 = " + (N1s[0] if len(N1s) == 1 else ", ".join(N1s[:-1]) + " and " + N1s[-1])
+
+
+def answer_table(pooled, P: int) -> list[str]:
+    """The report's first table: per width N1, alpha = P/N1, the sampled eps_g ± its error, and for each theory that
+    applies at some width its signed Delta and z (a dash where it does not apply); under it, once, why a theory does
+    not apply (one sentence per theory) and what the marks on a width mean."""
+    from .. import theory
+
+    rows = _widths(pooled)
+    shown = [t for t in theory.METHODS if any(np.isfinite(r[t]["pred"]) for r in rows)]
+    head = ["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        mark = "".join(_MARKS[k][0] for k in r["marks"])
+        cells = [f"{r['N1']:g}", f"{P / r['N1']:.3g}", value_error(r["mc"], r["err"]) + mark]
+        cells += [c for t in shown for c in (_pct(r[t]["delta"]), _z(r[t]["z"]))]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    notes = []
+    for k, (mark, text) in _MARKS.items():
+        hit = [r["N1"] for r in rows if k in r["marks"]]
+        if hit:
+            notes.append(f"{mark} At {_where(hit)}: {text}.")
+    for t, method in theory.METHODS.items():
+        absent = [r for r in rows if not np.isfinite(r[t]["pred"])]
+        if not absent:
+            continue
+        name = method.noun[0].upper() + method.noun[1:]
+        whys = list(dict.fromkeys(r[t]["why"] for r in absent))
+        if len(absent) == len(rows):
+            where = "at any width here"
+        else:
+            where = f"at {_where([r['N1'] for r in absent])} ({DASH} in the table)"
+        reason = whys[0] if len(whys) == 1 else "; ".join(
+            f"at {_where([r['N1'] for r in absent if r[t]['why'] == w])}: {w}" for w in whys)
+        notes.append(f"{name} ({t}) does not apply {where}: {reason}.")
+    return out + ([" ".join(notes), ""] if notes else [])
+
+
+def off_diagonal_section(pooled, class_names=None) -> list[str]:
+    """The readout overlaps: the figures, and the output-output correlations called out, the off-diagonal
+    <v_a v_b>/N1 sampled against the exact theory's Q*_ab/lambda1 (0 at infinite width) per width, as a table."""
+    from .. import theory
+    from ..diagnostics import Z_AGREE
+
+    rows = _widths(pooled)
+    D = int(pooled[0].attrs["D"])
+    names = list(class_names) if class_names is not None else [str(a) for a in range(D)]
+    N1s = [r["N1"] for r in rows]
+    out = ["## Readout overlaps and the output-output correlations", "",
+           "![readout overlaps <v_a v_b>/N1 against N1: the diagonal entries (top) and the off-diagonal ones (bottom), "
+           "sampled (points) against the exact theory's Q*/lambda1 (solid) and the infinite width (dashed)]"
+           "(overlaps_vs_N1.png)", "",
+           f"![readout overlaps at {_where(N1s)}, one row per width: the exact theory's Q*/lambda1, the sampled "
+           "<v_a v_b>/N1 and their z](overlaps.png)", ""]
+    ref = theory.REFERENCE
+    pairs = [(a, b) for a in range(D) for b in range(a + 1, D)]
+    if pairs:
+        keep = max(1, min(len(pairs), 6, 24 // len(rows)))
+        first = rows[0]["ds"]
+        size = {p: abs(float(first.prediction.sel(quantity=f"overlap[{p[0]},{p[1]}]", theory=ref))) for p in pairs}
+        order = sorted(pairs, key=lambda p: -np.nan_to_num(size[p]))  # the pairs the theory correlates most
+        chosen = sorted(order[:keep])
+        table = ["| N1 | outputs (a, b) | sampled <v_a v_b>/N1 | exact Q*_ab/lambda1 | z against exact | z against 0 |",
+                 "|---|---|---|---|---|---|"]
+        resolved = agree = total = 0
+        shaky = False
+        for r in rows:
+            ds = r["ds"]
+            for a, b in pairs:
+                q = ds.sel(quantity=f"overlap[{a},{b}]")
+                mc, err = float(q.mc_mean), float(q.mc_error)
+                z0 = mc / err if err > 0 else np.nan
+                zt = float(q.z.sel(theory=ref))
+                total += 1
+                resolved += bool(np.isfinite(z0) and abs(z0) >= Z_AGREE)
+                agree += bool(np.isfinite(zt) and abs(zt) < Z_AGREE)
+                if (a, b) in chosen:
+                    shaky |= not bool(q.reliable)
+                    table.append(f"| {r['N1']:g} | ({names[a]}, {names[b]}) | {value_error(mc, err)}"
+                                 f"{'' if bool(q.reliable) else _MARKS['unreliable'][0]} | "
+                                 f"{_num(float(q.prediction.sel(theory=ref)))} | {_z(zt)} | {_z(z0)} |")
+        out += ["At infinite width the readouts of different outputs are uncorrelated: every off-diagonal overlap "
+                "<v_a v_b>/N1 is 0. At finite width the kernel's renormalization correlates them, and the exact "
+                f"theory predicts Q*_ab/lambda1. Over {_count(len(rows), 'width')} and {_count(len(pairs), 'pair')}, "
+                "the sampled "
+                f"off-diagonal overlaps are resolved from 0 (|z| >= {Z_AGREE:g}) at {resolved} of {total}, and "
+                f"agree with the exact theory (|z| < {Z_AGREE:g}) at {agree} of {total}"
+                + (f"; the table shows the {keep} pairs that the theory correlates most, every pair is in pooled.csv"
+                   if keep < len(pairs) else "") + ":", ""] + table + [""]
+        if shaky:
+            out += [f"{_MARKS['unreliable'][0]} {_MARKS['unreliable'][1][0].upper()}{_MARKS['unreliable'][1][1:]}.", ""]
+    diag = []
+    for r in rows:
+        ds = r["ds"]
+        d = ds.sel(quantity=[q for q, a, b in zip(ds.quantity.values, ds.a.values, ds.b.values) if a == b >= 0],
+                   theory=ref)
+        if np.isfinite(d.z.values).any():  # the diagonal overlap furthest (in error bars) from Q*/lambda1
+            k = int(np.nanargmax(np.abs(d.z.values)))
+            pred = float(d.prediction[k])
+            diag.append({"N1": r["N1"], "overlap": (float(d.mc_mean[k]) - pred) / abs(pred),
+                         "z_overlap": float(d.z[k])})
+    if diag:
+        out += [f"The diagonal overlaps <v_a v_a>/N1 against Q*_aa/lambda1, the entry furthest in error bars: "
+                f"Δ {_span(diag, 'overlap')}.", ""]
+    return out
+
+
+def _num(x: float) -> str:
+    return DASH if not np.isfinite(x) else f"{x:.4g}"
+
+
+def verdict_sentences(pooled, data=None) -> list[str]:
+    """One sentence per theory on eps_g over the widths, with the signed Delta and z: "agrees within 1.2% at every
+    width (largest |z| 1.3)", or where it deviates, by how much at which width, and whether the gap shrinks as N1
+    grows; then which theory is closest, and (where the exact theory deviates) what is known about such gaps."""
+    from .. import theory
+
+    rows = _widths(pooled)
+    out = []
+    for t, method in theory.METHODS.items():
+        have = [r for r in rows if np.isfinite(r[t]["pred"])]
+        if not have:
+            continue
+        agree = [r for r in have if r[t]["verdict"].startswith("agrees")]
+        off = [r for r in have if r[t]["verdict"].startswith("deviates")]
+        none = [r for r in have if not (r in agree or r in off)]
+        parts = []
+        if agree and len(agree) == len(have):
+            every = ("at every width" if len(have) == len(rows) else "at the one width where it applies"
+                     if len(have) == 1 else f"at the {len(have)} widths where it applies")
+            parts.append(f"agrees within {_abs_pct(max(abs(r[t]['delta']) for r in agree))} {every} "
+                         f"(largest |z| {max(abs(r[t]['z']) for r in agree):.1f})")
+        else:
+            if off:
+                one = lambda r: f"{_pct(r[t]['delta'])} at N1 = {r['N1']:g} (z = {r[t]['z']:+.1f})"  # noqa: E731
+                parts.append(f"deviates by {one(off[0])}" if len(off) == 1 else
+                             f"deviates at {len(off)} of {len(have)} widths, by {one(off[0])} to {one(off[-1])}")
+            if agree:
+                parts.append(f"agrees at {_where([r['N1'] for r in agree])} (within "
+                             f"{_abs_pct(max(abs(r[t]['delta']) for r in agree))})")
+        for why in dict.fromkeys(_no_verdict(r[t]["verdict"]) for r in none):
+            parts.append(f"no verdict at {_where([r['N1'] for r in none if _no_verdict(r[t]['verdict']) == why])}"
+                         + (f" ({why})" if why else ""))
+        finite = [r for r in have if np.isfinite(r[t]["delta"])]
+        if len(finite) > 1 and off:
+            gaps = np.abs([r[t]["delta"] for r in finite])
+            if np.all(np.diff(gaps) < 0):
+                parts.append("|Δ| shrinks as N1 grows")
+            elif np.all(np.diff(gaps) > 0):
+                parts.append("|Δ| grows with N1")
+        if len(have) < len(rows):
+            parts.append(f"it does not apply at {_where([r['N1'] for r in rows if r not in have])}")
+        out.append(f"* **{t}** ({method.noun}): " + "; ".join(parts) + ".")
+    ref, base = theory.REFERENCE, theory.BASELINE
+    both = [r for r in rows if np.isfinite(r[ref]["delta"]) and np.isfinite(r[base]["delta"])]
+    text = []
+    if both:
+        closer = sum(abs(r[ref]["delta"]) < abs(r[base]["delta"]) for r in both)
+        text.append(f"The exact theory is closer to the sampled eps_g than the infinite-width limit at {closer} of "
+                    f"{len(both)} widths.")
+    if data is not None and any(np.isfinite(r[ref]["pred"]) and not r[ref]["verdict"].startswith("agrees")
+                                for r in rows):
+        P = data.X.shape[0]
+        text.append(
+            "What is known: the exact theory is the leading order as P and N1 grow at fixed alpha; at a small P a gap "
+            "of a few percent is expected and, with small error bars, it is many error bars (z says whether a gap is "
+            "resolved, Δ how large it is). Where the input dimension N0 stays fixed as P grows the gap does not "
+            "vanish: in the finite-size scaling of studies/theory_beyond.py (alpha = 2, N0 = 50) it "
+            "extrapolates to -5.3% ± 0.8% as N1 grows (the network learns the few input directions, which no kernel "
+            "renormalization describes), and to +0.2% ± 0.9% where N0 grows with P. notebooks/07_validity_map.ipynb "
+            f"maps where the theory holds over alpha and N0/P (here N0/P = {data.X.shape[1] / P:.3g}).")
+    return out + [""] + ([" ".join(text), ""] if text else [])
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _no_verdict(verdict: str) -> str:
+    """Why a verdict is none: the text after "no verdict: " (the error bar does not hold, the sampler failed)."""
+    return verdict.split(":", 1)[1].strip() if verdict.startswith("no verdict:") else verdict
+
+
+def _abs_pct(x: float) -> str:
+    return f"{x:.1%}" if x >= 0.01 else f"{x:.2%}"
+
+
+def per_width_section(pooled, done, outdir: Path) -> list[str]:
+    """Where each width's detail is: its points' ``comparison.md`` (every quantity against every theory, the
+    equilibrium tests and the hidden kernel), with the draws and the sampler of the pooled comparison."""
+    out = ["## Per width", "",
+           "Every quantity against every theory, with the equilibrium tests and the hidden kernel, per point:", ""]
+    for ds in sorted(pooled, key=lambda d: d.attrs["N1"]):
+        N1 = ds.attrs["N1"]
+        links = ", ".join(f"[{f.name}]({f.relative_to(outdir).as_posix()}/comparison.md)"
+                          for r, f in done if r["N1"] == N1 and r.get("status", "ok") == "ok")
+        out.append(f"* N1 = {N1:g}: {links}; {ds.attrs['draws']} draws after a cut of {ds.attrs['cut']} per chain; "
+                   f"sampler: {ds.attrs.get('sampler', 'not given')}")
+    return out + [""]
 
 
 def local_section(sw: Sweep, outdir: Path) -> list[str]:
@@ -286,79 +566,6 @@ def _non_default_options(model) -> dict:
     """The architecture's own options of a ``[model]`` table that differ from their defaults (``depth`` > 1)."""
     fields = type(model).model_fields
     return {k: v for k, v in model.options().items() if v != fields[k].default}
-
-
-def in_short(pooled, data) -> list[str]:
-    """The report's opening paragraph, computed from the comparisons (one per N1): where the sampled eps_g sits
-    against the reference theory (:data:`renormpp.theory.REFERENCE`, exact: sign, size, z), how its gap changes with
-    N1, and what is known about such gaps; then the gap to each other theory method of the table, named by its record's
-    ``noun``, so that a reader of the first report knows what the numbers below mean."""
-    from .. import diagnostics, theory
-
-    if not pooled:
-        return []
-    ref, base = theory.REFERENCE, theory.BASELINE
-    rows = []
-    for ds in pooled:
-        e = ds.sel(quantity="eps_g")
-        row = {"N1": ds.attrs["N1"], "mc": float(e.mc_mean)}
-        for t in theory.METHODS:
-            pred, z = float(e.prediction.sel(theory=t)), float(e.z.sel(theory=t))
-            row[t], row["z_" + t] = ((row["mc"] - pred) / abs(pred), z) if np.isfinite(pred) and pred else (np.nan,
-                                                                                                                np.nan)
-        row["agree"] = [t for t in theory.METHODS if e.verdict.sel(theory=t).item().startswith("agrees")]
-        diag = ds.sel(quantity=[q for q, a, b in zip(ds.quantity.values, ds.a.values, ds.b.values) if a == b >= 0],
-                      theory=ref)
-        k = int(np.nanargmax(np.abs(diag.z.values))) if np.isfinite(diag.z.values).any() else None
-        if k is not None:  # the diagonal overlap furthest (in error bars) from Q*/lambda1
-            pred = float(diag.prediction[k])
-            row["overlap"], row["z_overlap"] = (float(diag.mc_mean[k]) - pred) / abs(pred), float(diag.z[k])
-        rows.append(row)
-    rows.sort(key=lambda r: r["N1"])
-    P = data.X.shape[0]
-    exact = [r for r in rows if np.isfinite(r[ref])]
-    out = ["**In short.** "]
-    text = []
-    if exact:
-        below = sum(r[ref] < 0 for r in exact)
-        side = ("below" if below == len(exact) else "above" if below == 0 else
-                f"below at {below} and above at {len(exact) - below} of the {len(exact)} widths, ")
-        agree = sum(ref in r["agree"] for r in exact)
-        text.append(f"The sampled finite networks' eps_g sits {side} {theory.METHODS[ref].noun}: "
-                    f"{_span(exact, ref)} (alpha = P/N1 from {P / exact[0]['N1']:.3g} to {P / exact[-1]['N1']:.3g}); "
-                    f"it agrees (|z| < {diagnostics.Z_AGREE:g}) at {agree} of {len(exact)} widths.")
-        if len(exact) > 1:
-            gaps = [abs(r[ref]) for r in exact]
-            trend = ("shrinks steadily" if all(np.diff(gaps) < 0) else "grows" if all(np.diff(gaps) > 0) else
-                     f"goes from {gaps[0]:.1%} to {gaps[-1]:.1%}, not monotonically,")
-            text.append(f"The gap {trend} as N1 grows.")
-        closer = sum(abs(r[ref]) < abs(r[base]) for r in exact if np.isfinite(r[base]))
-        text.append(f"The exact theory is closer to the sampled networks than {theory.METHODS[base].noun} at {closer} "
-                    f"of {len(exact)} widths.")
-    ov = [r for r in rows if "overlap" in r]
-    if ov:
-        text.append(f"The diagonal readout overlaps against Q*/lambda1 (the entry furthest in error bars): "
-                    f"{_span(ov, 'overlap')}.")
-    first = True  # the first of the other theories says what the numbers are
-    for t, method in theory.METHODS.items():
-        ok = [r for r in rows if np.isfinite(r[t])]
-        if t == ref or not ok:
-            continue
-        where = "" if len(ok) == len(rows) else f" (it applies at {len(ok)} of {len(rows)} widths)"
-        name = method.noun[0].upper() + method.noun[1:] + ("'s eps_g" if first else "'s")
-        text.append(f"{name}: {_span(ok, t)}{where}.")
-        first = False
-    if exact and any(ref not in r["agree"] for r in exact):
-        text.append(
-            "What is known: the exact theory is the leading order as P and N1 grow at fixed alpha; at a small P a gap "
-            "of a few percent is expected and, with error bars this small, it is many error bars (z says whether a gap "
-            "is resolved, Delta how large it is). Where the input dimension N0 stays fixed as P grows the gap does not "
-            "vanish: in the finite-size scaling of benchmarks/README.md (theory_beyond.py: alpha = 2, N0 = 50) it "
-            "extrapolates to -5.3% +- 0.8% as N1 grows (the network learns the few input directions, which no kernel "
-            "renormalization describes), and to +0.2% +- 0.9% where N0 grows with P. notebooks/07_validity_map.ipynb "
-            f"maps where the theory holds over alpha and N0/P (here N0/P = {data.X.shape[1] / P:.3g}).")
-    out[0] += " ".join(text)
-    return out + [""]
 
 
 # ---- finite-size scaling ----------------------------------------------------------------------------------------

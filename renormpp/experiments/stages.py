@@ -476,14 +476,17 @@ def comparison_markdown(ds) -> str:
         cells = []
         for t in methods:
             pred = float(row.prediction.sel(theory=t))
-            cells.append(f"{pred:.5g} | {row.verdict.sel(theory=t).item()}" if np.isfinite(pred) else
-                         f"– | does not apply: {diagnostics.does_not_apply(ds, t)}")
+            same = [u for u in methods[:methods.index(t)] if float(row.prediction.sel(theory=u)) == pred]
+            cells.append("– | does not apply (below)" if not np.isfinite(pred) else f"= {same[0]} | = {same[0]}"
+                         if same and q != "eps_g" else f"{pred:.5g} | {row.verdict.sel(theory=t).item()}")
         flag = "" if bool(row.reliable) else " (error bar does not hold)"
         if "drifting" in row and bool(row.drifting):
             flag += f" (still drifting: Geweke z = {float(row.drift_z):+.1f})"
         if "chains_apart" in row and bool(row.chains_apart):
             flag += f" (chains disagree: p = {float(row.chains_p):.1g}, R-hat = {float(row.rhat):.3f})"
         lines.append(f"| {q} | {float(row.mc_mean):.5g} ± {float(row.mc_error):.2g}{flag} | " + " | ".join(cells) + " |")
+    absent = [t for t in methods if not np.isfinite(ds.prediction.sel(theory=t)).any()]
+    lines += [""] + [f"{t} does not apply: {diagnostics.does_not_apply(ds, t)}." for t in absent] if absent else []
     return "\n".join(lines)
 
 
