@@ -104,7 +104,7 @@ FC = Architecture(name="fc", label="fully connected", model=models.mlp, model_kw
                   first_layer=_fc_first_layer, dims=models.DIMS)
 
 
-# ---- the one-hidden-layer convolutional network (issue 33) ------------------------------------------------------
+# ---- the one-hidden-layer convolutional network ---------------------------------------------------------------
 def _conv_options(image_shape: Annotated[Union[int, str], "the side s of the square single-channel images, in "
                                                            "pixels (28), or 's x s' ('28x28'): each row of X is an "
                                                            "image, row-major, N0 = s^2"],

@@ -48,13 +48,25 @@ def nngp(X1, X2=None, *, lambda0: float | Sequence[float] = 1.0, activation: Act
 
     Parameters
     ----------
-    X1, X2 : arrays (n1, N0) and (n2, N0). ``X2=None`` means ``X2 = X1`` (the result is then
-        exactly symmetric).
-    lambda0 : prior precision of the hidden-layer weights, :math:`C^{(1)} = x\cdot x'/(\lambda_0 N_0)`; at depth
-        L one number for every layer or L numbers :math:`(\lambda_0, …, \lambda_{L-1})`.
-    activation : ``"erf"``, ``"relu"``, ``"linear"`` (closed forms), ``"tanh"``, or an elementwise
-        callable (Gauss-Hermite quadrature with ``order`` nodes per dimension).
-    depth : number of hidden layers L; the kernel map is composed L times.
+    X1 : array_like, shape (n1, N0)
+        Inputs.
+    X2 : array_like, shape (n2, N0), optional
+        Inputs; None means ``X2 = X1`` (the result is then exactly symmetric).
+    lambda0 : float or sequence of float, default 1.0
+        Prior precision of the hidden-layer weights, :math:`C^{(1)} = x\cdot x'/(\lambda_0 N_0)`; at depth L one
+        number for every layer or L numbers :math:`(\lambda_0, …, \lambda_{L-1})`.
+    activation : str or callable, default "erf"
+        ``"erf"``, ``"relu"``, ``"linear"`` (closed forms), ``"tanh"``, or an elementwise callable (Gauss-Hermite
+        quadrature with ``order`` nodes per dimension).
+    depth : int, default 1
+        Number of hidden layers L; the kernel map is composed L times.
+    order : int, default 64
+        Gauss-Hermite nodes per dimension, for activations without a closed form.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
+        The kernel, float64.
     """
     act = get_activation(activation)
     lams = hidden_lambdas(lambda0, depth)

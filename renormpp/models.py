@@ -15,7 +15,7 @@ At depth L the hidden weights are ``w0`` (N1, N0) and ``w1 … w{L-1}`` (N1, N1)
 Plates name the axes, so that ``arviz.from_numpyro`` labels them (:data:`DIMS`): ``w`` (``w0``) has dims (hidden,
 input), ``w1 …`` (hidden, hidden_in), ``v`` (output, hidden), ``y`` and ``f`` (data, output).
 
-:func:`cnn` is the one-hidden-layer convolutional network (issue 33): C shared filters on the non-overlapping
+:func:`cnn` is the one-hidden-layer convolutional network: C shared filters on the non-overlapping
 m × m patches of square images, a readout per (output, channel, patch); its dims are :data:`CNN_DIMS`.
 """
 from __future__ import annotations
@@ -116,19 +116,43 @@ def mlp(X, Y=None, *, N1: int, depth: int = 1, activation: ActivationLike = "erf
 
     Parameters
     ----------
-    X : (P, N0) inputs. Y : (P, D) labels, or None to predict (then ``D`` must be given, and the
-        network outputs are recorded as the deterministic site ``f``).
-    N1 : width of every hidden layer. depth : number of hidden layers L; the weight sites are ``w`` (N1, N0) at
-        depth 1 and ``w0`` (N1, N0), ``w1 … w{L-1}`` (N1, N1) at depth L > 1, the readout ``v`` (D, N1).
-    activation : a name of :data:`renormpp.network.ACTIVATIONS` or an elementwise JAX function.
-    T : temperature (observation variance).
-    lambdas : prior precisions, one number for every layer or ``depth + 1`` numbers (the hidden layers in order,
-        then the readout): weights of layer l are N(0, 1/lambda_l), each layer scaled by 1/sqrt(fan-in).
-    bias : add biases ``b`` (``b0 …``, (N1,) each, prior of their layer) to the pre-activations and ``c`` (D,)
+    X : array_like, shape (P, N0)
+        Inputs.
+    Y : array_like, shape (P, D), optional
+        Labels, or None to predict (then ``D`` must be given, and the network outputs are recorded as the
+        deterministic site ``f``).
+    N1 : int
+        Width of every hidden layer.
+    depth : int, default 1
+        Number of hidden layers L; the weight sites are ``w`` (N1, N0) at depth 1 and ``w0`` (N1, N0),
+        ``w1 … w{L-1}`` (N1, N1) at depth L > 1, the readout ``v`` (D, N1).
+    activation : str or callable, default "erf"
+        A name of :data:`renormpp.network.ACTIVATIONS` or an elementwise JAX function.
+    T : float, default 0.01
+        Temperature (observation variance).
+    lambdas : float or sequence of float, default 1.0
+        Prior precisions, one number for every layer or ``depth + 1`` numbers (the hidden layers in order, then the
+        readout): weights of layer l are N(0, 1/lambda_l), each layer scaled by 1/sqrt(fan-in).
+    bias : bool, default False
+        Add biases ``b`` (``b0 …``, (N1,) each, prior of their layer) to the pre-activations and ``c`` (D,)
         ~ N(0, 1/lambda_L) to the outputs (the paper sets biases to zero).
-    integrate_v : integrate the readout v out exactly (at any depth: v given the hidden weights is Gaussian), so that
-        only the hidden weights are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)`
+    D : int, optional
+        Number of outputs, needed where Y is None.
+    integrate_v : bool, default False
+        Integrate the readout v out exactly (at any depth: v given the hidden weights is Gaussian), so that only the
+        hidden weights are sampled, from :math:`p(w|{\rm data}) \propto p(w)\,p(Y|w)`
         (:func:`renormpp.readout.log_marginal_of`). Needs Y, and no biases.
+
+    Returns
+    -------
+    None
+        A NumPyro model: it records sample sites, for ``numpyro.infer.MCMC`` and :class:`renormpp.infer.Chains`.
+
+    Raises
+    ------
+    ValueError
+        For inputs with NaN or inf, Y None without D, T <= 0, ``lambdas`` of the wrong length, or ``integrate_v``
+        without Y or with biases.
     """
     X, Y, D = _inputs(X, Y, D, T, integrate_v)
     N0 = X.shape[1]
@@ -158,7 +182,41 @@ def one_hidden_layer(X, Y=None, *, N1: int, activation: ActivationLike = "erf", 
                      lambda0: float = 1.0, lambda1: float = 1.0, bias: bool = False, D: int | None = None,
                      integrate_v: bool = False):
     r"""NumPyro model of the paper's one-hidden-layer network: :func:`mlp` at depth 1 with
-    ``lambdas = (lambda0, lambda1)``, the prior precisions of w and v (same sites and draws)."""
+    ``lambdas = (lambda0, lambda1)``, the prior precisions of w and v (same sites and draws).
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Inputs.
+    Y : array_like, shape (P, D), optional
+        Labels, or None to predict (then ``D`` must be given, and the outputs are the deterministic site ``f``).
+    N1 : int
+        Hidden-layer width.
+    activation : str or callable, default "erf"
+        A name of :data:`renormpp.network.ACTIVATIONS` or an elementwise JAX function.
+    T : float, default 0.01
+        Temperature (observation variance).
+    lambda0 : float, default 1.0
+        Prior precision of the hidden weights w ~ N(0, 1/lambda0).
+    lambda1 : float, default 1.0
+        Prior precision of the readout v ~ N(0, 1/lambda1).
+    bias : bool, default False
+        Add biases, as for :func:`mlp`.
+    D : int, optional
+        Number of outputs, needed where Y is None.
+    integrate_v : bool, default False
+        Integrate the readout out exactly, as for :func:`mlp`: only w is sampled. Needs Y.
+
+    Returns
+    -------
+    None
+        A NumPyro model: it records sample sites, for ``numpyro.infer.MCMC`` and :class:`renormpp.infer.Chains`.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`mlp`, and for lambda0 or lambda1 <= 0.
+    """
     positive("lambda0", lambda0)
     positive("lambda1", lambda1)
     return mlp(X, Y, N1=N1, depth=1, activation=activation, T=T, lambdas=(lambda0, lambda1), bias=bias, D=D,
@@ -173,7 +231,7 @@ CNN_DIMS = {"w": ["channel", "patch_pixel"], "v": ["output", "channel", "patch"]
 
 def cnn(X, Y=None, *, N1: int, image_shape, patch: int, activation: ActivationLike = "erf", T: float = 0.01,
         lambda0: float = 1.0, lambda1: float = 1.0, D: int | None = None, integrate_v: bool = False):
-    r"""NumPyro model of the one-hidden-layer convolutional network (issue 33; Aiudi et al., Nat. Commun. 16 (2025),
+    r"""NumPyro model of the one-hidden-layer convolutional network (Aiudi et al., Nat. Commun. 16 (2025),
     rpacelli/deepbays' CONV_1HL).
 
     The rows of X are square single-channel images of side s (:math:`N_0 = s^2` pixels, row-major), cut into
@@ -195,11 +253,39 @@ def cnn(X, Y=None, *, N1: int, image_shape, patch: int, activation: ActivationLi
 
     Parameters
     ----------
-    X : (P, s*s) images, one per row. Y : (P, D) labels, or None to predict (then ``D`` must be given).
-    N1 : the number of channels C. image_shape : the side s, (s, s) or "s x s". patch : the patch side m, a divisor of s.
-    activation, T, lambda0, lambda1, D : as for :func:`one_hidden_layer`.
-    integrate_v : integrate the readout out exactly (:func:`renormpp.readout.log_marginal_of` of the C n_p
-        features): only w is sampled. Needs Y.
+    X : array_like, shape (P, s*s)
+        Images, one per row.
+    Y : array_like, shape (P, D), optional
+        Labels, or None to predict (then ``D`` must be given).
+    N1 : int
+        The number of channels C.
+    image_shape : int, tuple or str
+        The side s, (s, s) or "s x s".
+    patch : int
+        The patch side m, a divisor of s.
+    activation : str or callable, default "erf"
+        As for :func:`one_hidden_layer`.
+    T : float, default 0.01
+        Temperature (observation variance).
+    lambda0 : float, default 1.0
+        Prior precision of the filters w.
+    lambda1 : float, default 1.0
+        Prior precision of the readout v.
+    D : int, optional
+        Number of outputs, needed where Y is None.
+    integrate_v : bool, default False
+        Integrate the readout out exactly (:func:`renormpp.readout.log_marginal_of` of the C n_p features): only w
+        is sampled. Needs Y.
+
+    Returns
+    -------
+    None
+        A NumPyro model: it records sample sites, for ``numpyro.infer.MCMC`` and :class:`renormpp.infer.Chains`.
+
+    Raises
+    ------
+    ValueError
+        For images that are not s x s, a patch side that does not divide s, and as for :func:`one_hidden_layer`.
     """
     X, Y, D = _inputs(X, Y, D, T, integrate_v)
     geometry = Patches(image_shape, patch)

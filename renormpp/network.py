@@ -13,7 +13,7 @@ with :math:`w^{(0)} \in \mathbb R^{N_1\times N_0}`, :math:`w^{(\ell)} \in \mathb
 ``w0 … w{L-1}`` at depth L > 1 (:func:`layer_sites`); optional hidden biases ``b`` (``b0 …``) add to the
 pre-activations and an output bias ``c`` to f.
 
-The one-hidden-layer convolutional network (issue 33) has the features :func:`conv_hidden`,
+The one-hidden-layer convolutional network has the features :func:`conv_hidden`,
 :math:`\sigma(w_c\cdot x_i/m)` of C shared m × m filters on the n_p non-overlapping patches of square images, and
 the same readout, :math:`f = v\,\phi/\sqrt{C n_p}` (:func:`forward` takes any architecture's features).
 
@@ -262,7 +262,7 @@ def conv_geometry(N0: int, patch_pixels: int):
 
 
 def conv_hidden(params: dict, X, activation: ActivationLike = "erf"):
-    r"""Features of a one-hidden-layer convolutional network, shape (P, C n_p), of one draw ``params`` (issue 33).
+    r"""Features of a one-hidden-layer convolutional network, shape (P, C n_p), of one draw ``params``.
 
     The images (rows of X, :math:`N_0 = s^2` pixels) are cut into :math:`n_p = (s/m)^2` non-overlapping
     :math:`m\times m` patches :math:`x_i` (:class:`renormpp.patches.Patches`); filter :math:`w_c` (row c of ``w``,

@@ -90,8 +90,28 @@ def combine(**fns: Callable) -> Callable:
 
 def default(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden,
             patches: int = 1) -> Callable:
-    """The paper's pair: ``{"eps_g": generalization error, "overlap": v v^T / N1}``; with ``patches`` > 1 (the CNN's
-    n_p) also ``"local_overlap"`` (:func:`local_overlap`)."""
+    """The paper's pair of observables of a draw: the generalization error and the readout overlap.
+
+    Parameters
+    ----------
+    X_test : array_like, shape (P0, N0)
+        Test inputs.
+    Y_test : array_like, shape (P0, D)
+        Test labels.
+    activation : str or callable, default "erf"
+        The network's activation.
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees: :func:`renormpp.network.hidden` (fully
+        connected) or :func:`renormpp.network.conv_hidden` (the CNN).
+    patches : int, default 1
+        With ``patches`` > 1 (the CNN's n_p), also ``"local_overlap"`` (:func:`local_overlap`).
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> {"eps_g": generalization error, "overlap": v v^T / N1}`` of the constrained sites of a
+        draw, for ``observables=`` of the samplers or :func:`evaluate`.
+    """
     fns = dict(eps_g=eps_g(X_test, Y_test, activation, features), overlap=overlap())
     if positive_int("patches", patches, "number of patches the readout's features group into") > 1:
         fns["local_overlap"] = local_overlap(patches)
@@ -140,6 +160,27 @@ def evaluate(fn: Callable, samples: dict, batch_dims: int = 1, chunk: int = 256)
 
     Works on ``mcmc.get_samples()`` (batch_dims=1) or ``get_samples(group_by_chain=True)`` (2),
     e.g. from NUTS; draws are processed ``chunk`` at a time to bound memory.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(params) -> pytree`` of one draw, e.g. :func:`default`'s.
+    samples : dict
+        Arrays of the draws, with ``batch_dims`` leading draw axes.
+    batch_dims : int, default 1
+        The number of leading draw axes: 1 for (draw, ...), 2 for (chain, draw, ...).
+    chunk : int, default 256
+        Draws computed at a time.
+
+    Returns
+    -------
+    pytree
+        ``fn``'s output per draw, with the draw axes of ``samples`` leading.
+
+    Raises
+    ------
+    ValueError
+        Where ``samples`` is empty.
     """
     leaves = jax.tree_util.tree_leaves(samples)
     if not leaves:

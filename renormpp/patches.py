@@ -1,4 +1,4 @@
-r"""The patch geometry of a one-hidden-layer convolutional network (issue 33; Aiudi et al., Nat. Commun. 16 (2025),
+r"""The patch geometry of a one-hidden-layer convolutional network (Aiudi et al., Nat. Commun. 16 (2025),
 arXiv:2307.11807, and rpacelli/deepbays' CONV_1HL conventions).
 
 A square single-channel image of side s, stored as a row of X (length :math:`N_0 = s^2`, row-major), is cut into

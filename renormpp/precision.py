@@ -1,4 +1,4 @@
-"""Every product at full float32 precision, on every backend (issue 45).
+"""Every product at full float32 precision, on every backend.
 
 XLA's default for float32 products on Ampere and Hopper GPUs (and TPUs) is a reduced precision (TF32: a 10-bit
 mantissa). For the potential of a network at the paper's size that is a rounding noise of order 1 in energy units

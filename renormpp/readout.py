@@ -71,7 +71,7 @@ class Conditional(NamedTuple):
 
 
 # Below this size cholesky_inverse calls LAPACK; above it, matrix products. On XLA's CPU backend LAPACK's
-# triangular solves run at a fraction of its matrix product's speed (benchmarks/README.md, issue 17 round 8).
+# triangular solves run at a fraction of its matrix product's speed (benchmarks/README.md).
 _LEAF = 128
 
 
@@ -160,7 +160,7 @@ def _evidence_parts(A, Y, T):
     \|V\|^2`, at :math:`V = G^{-1}A^\top Y` with residual :math:`R = Y - AV = T B`: an error in V changes it at
     second order only. The difference form :math:`(\|Y\|^2 - Y^\top A G^{-1} A^\top Y)/T` cancels two numbers of
     order :math:`\|Y\|^2/T` (1e5 at P = 1000, T = 0.01) and in float32 left a rounding noise of order one in the
-    potential: the Metropolis test then tested noise (issue 34, MNIST at P = 1000)."""
+    potential: the Metropolis test then tested noise (MNIST at P = 1000)."""
     P, N1 = A.shape
     small = N1 < P
     S = A.T @ A if small else A @ A.T
@@ -277,8 +277,8 @@ def weight_space_observables(phi, phi_test, Y, Y_test, *, T: float, lambda1: flo
     with :math:`a_0 = \phi(x_0)/\sqrt{\lambda_1 n}` (:math:`\beta^\top K_w\beta = V^\top V`,
     :math:`{\rm tr}\,C^{-1}K_w = n - T\,{\rm tr}\,G^{-1}`). Both variances are sums of squares: positive in any
     precision, where the data-space form subtracts two numbers of the size of the prior variance. On a GPU this
-    keeps the per-draw record off batched :math:`P\times P` factorizations (issue 45: at P = 1000 they were most of
-    a draw of 32 chains on an H100).
+    keeps the per-draw record off batched :math:`P\times P` factorizations (at P = 1000 they take most of a draw of
+    32 chains on an H100).
     """
     P, n = phi.shape
     A, A0 = phi / jnp.sqrt(lambda1 * n), phi_test / jnp.sqrt(lambda1 * n)
@@ -340,8 +340,35 @@ def rao_blackwell(X, Y, X_test, Y_test, *, T: float, lambda1: float, activation:
 
     A drop-in for :func:`renormpp.observables.default` (same names and shapes, the same expectations, less
     variance), for any sampler: ``Langevin(..., observables=fn)`` or ``observables.evaluate(fn, samples)``.
-    ``patches`` > 1 (the CNN's n_p, features channel-major) adds ``"local_overlap"``, (D, n_p, D, n_p)
-    (:func:`expected_local_overlap`).
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    X_test : array_like, shape (P0, N0)
+        Test inputs.
+    Y_test : array_like, shape (P0, D)
+        Test labels.
+    T : float
+        Temperature, the model's.
+    lambda1 : float
+        Prior precision of the readout, the model's.
+    activation : str or callable, default "erf"
+        The network's activation.
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees: :func:`renormpp.network.hidden` (fully
+        connected) or :func:`renormpp.network.conv_hidden` (the CNN).
+    patches : int, default 1
+        With ``patches`` > 1 (the CNN's n_p, features channel-major), also ``"local_overlap"``, (D, n_p, D, n_p)
+        (:func:`expected_local_overlap`).
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> {"eps_g", "overlap"}``, the expectations given the draw's hidden weights. It raises a
+        ValueError for a draw with an output bias ``c`` (use :func:`renormpp.observables.default` there).
     """
     patches = positive_int("patches", patches, "number of patches the readout's features group into")
     X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
@@ -374,6 +401,28 @@ def gibbs_fn(X, Y, *, T: float, lambda1: float, activation: ActivationLike = "er
     For :class:`numpyro.infer.HMCGibbs` (HMC/NUTS moves on w, then an exact draw of v),
     ``HMCGibbs(NUTS(one_hidden_layer), gibbs_fn=gibbs_fn(X, Y, T=T, lambda1=lambda1), gibbs_sites=["v"])``, and for
     the ``gibbs_fn`` of :class:`renormpp.infer.Langevin` and :class:`renormpp.infer.KineticLangevin`.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    T : float
+        Temperature, the model's.
+    lambda1 : float
+        Prior precision of the readout, the model's.
+    activation : str or callable, default "erf"
+        The network's activation.
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees: :func:`renormpp.network.hidden` (fully
+        connected) or :func:`renormpp.network.conv_hidden` (the CNN).
+
+    Returns
+    -------
+    callable
+        ``update(rng_key, gibbs_sites, hmc_sites) -> {"v": v}``, a draw of v from its Gaussian conditional given the
+        hidden weights. It raises a ValueError for a model with an output bias ``c``.
     """
     X, Y = (jnp.asarray(a) for a in data_pair(X, Y))
 

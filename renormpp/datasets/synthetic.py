@@ -21,6 +21,33 @@ def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teac
     Train and test come from the same teacher. Everything is drawn from ``numpy.random.default_rng(seed)``
     in this order: the (P + P_test, N0) inputs (train first), then W (D, N0), or w (N1, N0) and v (N1, D). The
     linear teacher's W is ``metadata["teacher_directions"]``.
+
+    Parameters
+    ----------
+    P : int, default 1000
+        Training examples.
+    P_test : int, default 1000
+        Test examples.
+    N0 : int, default 144
+        Input dimension.
+    D : int, default 2
+        Outputs.
+    teacher : {"linear", "erf_1hl"}
+        The teacher, as above.
+    seed : int, default 0
+        The seed of every draw.
+    teacher_width : int, default 1000
+        The hidden units N1 of the ``"erf_1hl"`` teacher.
+
+    Returns
+    -------
+    Dataset
+        ``X``, ``Y`` (train) and ``X_test``, ``Y_test`` in float64, with ``metadata``.
+
+    Raises
+    ------
+    ValueError
+        For a size that is not a positive integer, or an unknown teacher.
     """
     check_positive_ints(P=P, P_test=P_test, N0=N0, D=D, teacher_width=teacher_width)
     if teacher not in TEACHERS:

@@ -286,9 +286,38 @@ def mnist(classes=(0, 1), P: int = 1000, P_test: int = 1000, *, root=None, seed:
       :math:`(x - 0.1307)/0.3081` (MNIST's usual constants), and the first P (P_test) examples of the
       chosen classes in file order; ``seed`` is not used.
 
-    ``classes`` are digits (ints or strings) or ``"all"``; the paper uses (0, 1) and (1, 2, 3).
     ``metadata`` holds the file positions of the selected examples (``train_indices``, ``test_indices``),
     the ``mean`` and ``std`` used, and where the files were read (``source``).
+
+    Parameters
+    ----------
+    classes : sequence or "all", default (0, 1)
+        Digits (ints or strings), or ``"all"``; the paper uses (0, 1) and (1, 2, 3).
+    P : int, default 1000
+        Training examples.
+    P_test : int, default 1000
+        Test examples.
+    root : str or path, optional
+        Where the files are: ``root``, else ``$RENORMPP_DATA``, else ``~/.cache/renormpp``
+        (:func:`~renormpp.datasets.data_dir`).
+    seed : int, default 0
+        The seed of the selection (``"supplement"``).
+    preprocessing : {"supplement", "authors_code"}
+        The recipe, as above.
+    download : bool, default False
+        Download the files (:func:`~renormpp.datasets.fetch`) where they are missing.
+
+    Returns
+    -------
+    Dataset
+        ``X``, ``Y`` (train) and ``X_test``, ``Y_test`` in float64, with ``metadata``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Where the files are missing and ``download`` is False (the message says how to get them).
+    ValueError
+        For unknown classes or recipe, or more examples than the classes have.
     """
     recipes = {"supplement": dict(transform=lambda x: x, pixels="0..255"),
                "authors_code": dict(transform=lambda x: x / 255.0, pixels="divided by 255", first=True,
@@ -343,11 +372,39 @@ def cifar10(classes=("cat", "horse"), P: int = 1000, P_test: int = 1000, *, size
     recipe: examples drawn from ``seed``, one scalar mean and standard deviation from the selected training
     images.
 
-    ``classes``: names (``"cat"``, the paper's plurals ``"cats"``, ``"cars"`` for ``automobile``,
-    ``"deers"``), indices, or ``"all"``. The default ("cat", "horse") is Fig. 1c's D = 2 task; the paper
-    also uses ("cars", "birds", "cats", "deers") and all ten classes.
-
     Choices: the luma is kept in float (no rounding to 8 bits) and the resize works in float32.
+
+    Parameters
+    ----------
+    classes : sequence or "all", default ("cat", "horse")
+        Names (``"cat"``, the paper's plurals ``"cats"``, ``"cars"`` for ``automobile``, ``"deers"``), indices, or
+        ``"all"``. The default is Fig. 1c's D = 2 task; the paper also uses ("cars", "birds", "cats", "deers") and
+        all ten classes.
+    P : int, default 1000
+        Training examples.
+    P_test : int, default 1000
+        Test examples.
+    size : int, default 28
+        The side of the downscaled images (N0 = size²).
+    root : str or path, optional
+        Where the files are: ``root``, else ``$RENORMPP_DATA``, else ``~/.cache/renormpp``
+        (:func:`~renormpp.datasets.data_dir`).
+    seed : int, default 0
+        The seed of the selection.
+    download : bool, default False
+        Download the files (:func:`~renormpp.datasets.fetch`) where they are missing.
+
+    Returns
+    -------
+    Dataset
+        ``X``, ``Y`` (train) and ``X_test``, ``Y_test`` in float64, with ``metadata``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Where the files are missing and ``download`` is False (the message says how to get them).
+    ValueError
+        For unknown classes, or more examples than the classes have.
     """
     check_positive_ints(size=size)
     train, test, names, where = _cifar10_arrays(root, download)

@@ -17,8 +17,23 @@ def to_datatree(source, *, coords: dict | None = None, sample_stats: dict | None
     ``MCMC`` the model's sites take the names of its plates (as ArviZ infers them); a dict's sites take ``dims``
     (default: the fully connected network's, :data:`renormpp.models.DIMS`, or the CNN's where v has one axis more
     than w; or an architecture record's ``dims``). A dict must have leading (chain, draw) axes
-    (``get_samples(group_by_chain=True)``); ``sample_stats`` (a dict with the same leading axes) becomes the
-    ``sample_stats`` group.
+    (``get_samples(group_by_chain=True)``).
+
+    Parameters
+    ----------
+    source : numpyro.infer.MCMC or dict
+        A run, or a dict of samples with leading (chain, draw) axes.
+    coords : dict, optional
+        Coordinates of the named dims, as ArviZ takes them.
+    sample_stats : dict, optional
+        For a dict source: arrays with the same leading axes, which become the ``sample_stats`` group.
+    dims : dict, optional
+        For a dict source: the dims of each site (default as above).
+
+    Returns
+    -------
+    xarray.DataTree
+        The run with ``posterior`` (and ``sample_stats``) groups, its dims named.
     """
     import arviz as az
 

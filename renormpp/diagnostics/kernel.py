@@ -1,5 +1,5 @@
-r"""The posterior's hidden kernel, measured from draws, against the NNGP kernel and against what the theory predicts
-(issue 32): does kernel *shape* renormalization hold at a point, or did the network learn a kernel?
+r"""The posterior's hidden kernel, measured from draws, against the NNGP kernel and against what the theory predicts:
+does kernel *shape* renormalization hold at a point, or did the network learn a kernel?
 
 * :class:`Segments`: sums of the summands of :func:`renormpp.observables.hidden_sums` over consecutive stretches of
   draws (streamed: no per-draw P x P matrix is kept), at most ``max_segments`` of them;
@@ -148,10 +148,44 @@ class HiddenKernel:
 
 def measure(samples: dict, X, X_test, activation="erf", *, features=None, first_layer: str = "w",
             segments: int = 8, chunk: int = 32, batch_dims: int = 2) -> HiddenKernel:
-    """The posterior's hidden kernel from stored draws of the weights, e.g.
-    ``mcmc.get_samples(group_by_chain=True)`` of NumPyro NUTS on :func:`renormpp.models.mlp` (``batch_dims=2``:
-    chain, draw). The draws are cut into ``segments`` stretches of equal length (pooled over the chains) for the error
-    bars; they are summed ``chunk`` at a time, never holding a P x P matrix per draw."""
+    """The posterior's hidden kernel from stored draws of the weights.
+
+    The draws are summed ``chunk`` at a time, never holding a P x P matrix per draw.
+
+    Parameters
+    ----------
+    samples : dict
+        Draws of the hidden weights, e.g. ``mcmc.get_samples(group_by_chain=True)`` of NumPyro NUTS on
+        :func:`renormpp.models.mlp`, with ``batch_dims`` leading draw axes.
+    X : array_like, shape (P, N0)
+        Training inputs.
+    X_test : array_like, shape (P0, N0)
+        Test inputs.
+    activation : str or callable, default "erf"
+        The network's activation.
+    features : callable, optional
+        The architecture's features (:func:`renormpp.network.conv_hidden` for the CNN); the fully connected
+        network's last hidden layer by default.
+    first_layer : str, default "w"
+        The site of the weights that see the input.
+    segments : int, default 8
+        Stretches of equal length (pooled over the chains) the draws are cut into, for the error bars.
+    chunk : int, default 32
+        Draws summed at a time.
+    batch_dims : int, default 2
+        Leading draw axes of ``samples``: 2 for (chain, draw), 1 for (draw,).
+
+    Returns
+    -------
+    HiddenKernel
+        The posterior means of the summands of :func:`renormpp.observables.hidden_sums`, with jackknife errors over
+        the segments.
+
+    Raises
+    ------
+    ValueError
+        Where ``samples`` is empty.
+    """
     import jax
     import jax.numpy as jnp
 
@@ -297,10 +331,34 @@ class KernelDiagnosis:
 
 
 def diagnose(kernel: HiddenKernel, fit, X_test=None, Y_test=None, n: int = 10, teacher=None) -> KernelDiagnosis:
-    """The diagnosis of a measured hidden kernel against ``fit`` (any method of a fully connected network with one
-    hidden layer and an odd activation, on the same data; its exact refit predicts K_post): ``n`` top directions of
-    K; with test data, the oracle's eps_g (with ``Y_test``); with ``teacher`` (k, N0), the input directions the labels
-    depend on (e.g. a linear teacher's rows), how much of the first layer's top eigenvectors lies in their span."""
+    """The diagnosis of a measured hidden kernel against a theory fit: does kernel shape renormalization hold?
+
+    Parameters
+    ----------
+    kernel : HiddenKernel
+        The measured kernel, from :func:`measure`.
+    fit : TheoryFit
+        Any method of a fully connected network with one hidden layer and an odd activation, on the same data; its
+        exact refit predicts K_post.
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs, the kernel's.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels: with them, the oracle's eps_g.
+    n : int, default 10
+        The top directions of K compared.
+    teacher : array_like, shape (k, N0), optional
+        The input directions the labels depend on (e.g. a linear teacher's rows): how much of the first layer's top
+        eigenvectors lies in their span.
+
+    Returns
+    -------
+    KernelDiagnosis
+
+    Raises
+    ------
+    ValueError
+        Where the kernel and the fit have different training sets.
+    """
     exact = fit.refit("exact") if fit.method != "exact" else fit
     spec = exact.spectrum
     P, Y = len(spec.k), spec.V @ spec.Yt

@@ -1,4 +1,4 @@
-r"""The CNN's local order parameter, sampled against the theory (issue 33).
+r"""The CNN's local order parameter, sampled against the theory.
 
 A convolutional network's theory (:mod:`renormpp.theory.conv`) predicts the readout overlaps of every pair of
 patches, Eq. (C10): :math:`\frac1C\langle\sum_c v_{a,c,i}v_{b,c,j}\rangle = Q^*_{(ai),(bj)}/\lambda_1`, a

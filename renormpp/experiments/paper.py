@@ -50,7 +50,7 @@ QUICK_DRAWS = 1500
 #: the accuracy at which sampling stops (quick and full sizes): relative on eps_g, absolute on every overlap
 TARGET_ERROR = {"eps_g": 0.01, "overlap": 0.01}
 #: the kinds of start of the full size's chains (``run.starts``, one chain each): a width is settled only where the
-#: chains from the prior and from a prior draw at half its scale agree (issue 34)
+#: chains from the prior and from a prior draw at half its scale agree
 FULL_STARTS = ("prior", "scaled")
 _P = {"full": 1000, "quick": 200, "smoke": 40}
 _P_TEST = {"full": 1000, "quick": 1000, "smoke": 100}
@@ -73,7 +73,7 @@ DATA = {
 class Series:
     """One sweep behind a figure: its data (a key of :data:`DATA`) at widths given as loads alpha = P/N1 (``None``:
     the Fig. 1 grid, :data:`N1_FULL`); ``patch``: the one-hidden-layer CNN with ``patch`` x ``patch`` patches of the
-    square images (issue 33, N1 = C channels) in place of the fully connected network."""
+    square images (N1 = C channels) in place of the fully connected network."""
 
     data: str
     alphas: tuple | None = None
@@ -141,7 +141,7 @@ FIGURES = {
                            ("c", "overlaps", Series("mnist-D3")))),
     "sm-mc": Figure("Supplement, Monte Carlo figure: eps_g and v1.v1/N1 of one run, erf teacher, D = 10, N1 = P",
                     (("mc", "mc", Series("erf-D10", (1.0,))),)),
-    "cnn": Figure("Convolutional against fully connected (issue 33; Aiudi et al., Nat. Commun. 16 (2025)): eps_g "
+    "cnn": Figure("Convolutional against fully connected (Aiudi et al., Nat. Commun. 16 (2025)): eps_g "
                   "against the width, C channels or N1 units, on the same data, theory and MC: (D=1) linear teacher, "
                   "N0 = 12² as 12 x 12 images, 4 x 4 patches; (D=2) MNIST (0, 1), 7 x 7 patches; the local overlaps "
                   "of the MNIST CNN over patch pairs, sampled against the theory",
@@ -157,7 +157,7 @@ class UnknownFigure(config_mod.ConfigError):
 
 #: every figure name: the sampled ones, then the baselines
 NAMES = (*FIGURES, *baseline_figures.FIGURES)
-#: the figures of the kernel-shape renormalization paper, ``renormpp paper all`` (``cnn``, issue 33's figure from the
+#: the figures of the kernel-shape renormalization paper, ``renormpp paper all`` (``cnn``, the figure from the
 #: local-renormalization paper, runs on its own: at the full size its widest CNNs take days on 2 cores)
 ALL = tuple(n for n in NAMES if n != "cnn")
 

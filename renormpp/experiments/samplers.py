@@ -35,7 +35,7 @@ class SamplerTable(Table):
         None, description="how the readout v is sampled: with w by the same kernel (joint); or drawn exactly given w "
                           "after every draw (gibbs: ula/mala/kinetic); or integrated out exactly, w sampled alone "
                           "(integrated) (renormpp.readout). Default: integrated for kinetic (on MNIST it relaxes "
-                          "the slow modes of w tens of times faster than gibbs: benchmarks/README.md, issue 17), "
+                          "the slow modes of w tens of times faster than gibbs: benchmarks/README.md), "
                           "joint otherwise")
     rao_blackwell: Optional[Flag] = Field(None, description="record E[observable | w] instead of the observable of "
                                                             "(w, v) (default: true with v_sampling = 'integrated')")

@@ -51,7 +51,7 @@ TOLERANCES = (0.01, 0.05)
 BEYOND = ("adaptive", "shared_field")
 #: the theories compared at every point: the methods of renormpp.theory.METHODS that the report shows, then BEYOND
 THEORIES = ("exact", "corrected", "infinite_width", *BEYOND)
-#: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all: issue 32)
+#: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all)
 ADAPTIVE_MAXITER = 60
 #: how the shared-field theory averages over (F1): its neurons moved there by MCMC (the Gaussian proposal's importance
 #: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7)
@@ -81,7 +81,7 @@ class Size:
     neurons: int = 40_000
     #: the most iterations of the shared-field theory's stochastic approximation, a cap (past 80 its solve stops
     #: where its residuals and their Monte Carlo error are below the tolerance): its default, 80, stops short on
-    #: MNIST P = 200 at alpha = 2 and 4, where the residuals cross it at 90-120 (docs/validity.md, issue 46)
+    #: MNIST P = 200 at alpha = 2 and 4, where the residuals cross it at 90-120 (docs/validity.md)
     maxiter: int = 160
     #: real-data series: ``{name: (data table, P, N1 list, max_seconds, target)}``
     real: dict = field(default_factory=dict)

@@ -91,39 +91,93 @@ class LangevinState(NamedTuple):
         return self.adaptation.inverse_mass
 
 
-_PARAMETERS = r"""
+#: The constructor parameters of the kernels, numpydoc entries by name (:func:`_parameters` picks a kernel's own).
+_ENTRIES = {
+    "model": r"""model : callable, optional
+        A NumPyro model, e.g. :func:`renormpp.models.one_hidden_layer`; give exactly one of ``model`` and
+        ``potential_fn``.""",
+    "algorithm": r"""algorithm : Overdamped or Kinetic
+        The core algorithm, a record of :mod:`.algorithms`.""",
+    "potential_fn": r"""potential_fn : callable, optional
+        The potential energy U of a pytree of parameters (then give ``init_params`` to ``run``).""",
+    "step_size": r"""step_size : float
+        The step h (see :func:`~.algorithms.paper_step_size` for the paper's units); with ``adapt_step_size``, the
+        first guess.""",
+    "friction": r"""friction : float, default 1.0
+        The friction :math:`\gamma`.""",
+    "adjust": r"""adjust : bool
+        Metropolis-adjust each update (MALA for :class:`Langevin`, generalized HMC for :class:`KineticLangevin`); the
+        acceptance probability is in ``extra_fields``. ``adjust=False`` drops the Metropolis test (an
+        :math:`O(h^2)` bias); ``adapt_step_size`` needs ``adjust=True``.""",
+    "inner_steps": r"""inner_steps : int, default 1
+        Updates per recorded draw, in one compiled loop (the paper records every 100).""",
+    "observables": r"""observables : callable, optional
+        ``fn(params) -> pytree`` recorded instead of the parameters (e.g. :func:`renormpp.observables.default`);
+        ``params`` are the constrained sites of the model.""",
+    "init_strategy": r"""init_strategy : callable, default init_to_sample
+        How to initialize from the model; the default draws from the prior, as the paper does.""",
+    "warn_divergences": r"""warn_divergences : bool, default True
+        Warn (from a host callback) at the first divergence of each chain. With False, divergences are only flagged
+        (``diverging``, ``num_divergent``), and draws are still never NaN.""",
+    "adapt_step_size": r"""adapt_step_size : bool
+        Adjusted kernels: during the ``num_warmup`` draws of :class:`~numpyro.infer.MCMC`, tune the step by dual
+        averaging (:mod:`renormpp.mcmc.adaptation`) so that the mean acceptance probability of a draw's updates
+        approaches ``target_accept_prob``; ``step_size`` is the first guess. The step is fixed after the warmup (the
+        chain is then exact); it is in the state's ``step_size``.""",
+    "adapt_mass": r"""adapt_mass : bool, default True
+        In the warmup, set a diagonal mass :math:`M^{-1} = {\rm Var}(q)` estimated from the second and third quarters
+        of the warmup (Stan's regularization), then restart the step adaptation (:mod:`renormpp.mcmc.adaptation`).""",
+    "target_accept_prob": r"""target_accept_prob : float, optional
+        The acceptance target, in (0, 1) (default: the algorithm's, 0.574 for MALA, 0.8 for kinetic Langevin).""",
+    "gibbs_fn": r"""gibbs_fn : callable, optional
+        An exact Gibbs update of some sites, ``gibbs_fn(rng_key, gibbs_sites, hmc_sites) -> gibbs_sites`` (the
+        signature of :class:`numpyro.infer.HMCGibbs`), applied after the ``inner_steps`` updates of every draw; e.g.
+        ``gibbs_fn=renormpp.readout.gibbs_fn(X, Y, T=T, lambda1=lambda1)`` with ``gibbs_sites=("v",)`` draws the
+        readout exactly given w, so the Langevin updates only have to move w (the v moves they also make are
+        harmless). Each part leaves the posterior invariant, so the composition does. The sites must be
+        unconstrained (a Normal prior, as v's). ``gibbs_fn`` holds its own data: build a new one to continue on new
+        data.""",
+    "gibbs_sites": r"""gibbs_sites : tuple of str, default ("v",)
+        The sites ``gibbs_fn`` updates.""",
+    "row_mass": r"""row_mass : str, optional
+        A site name, e.g. ``"w"``: on that weight matrix the mass is not diagonal but one dense matrix shared by its
+        rows, the rows' covariance pooled over rows and warmup draws (:mod:`renormpp.mcmc.metrics`, Eq. M1); it
+        undoes the anisotropy of the input data (MNIST's), which a diagonal mass cannot.""",
+    "freeze_gibbs_sites": r"""freeze_gibbs_sites : bool, default False
+        With ``gibbs_fn``: the kinetic updates leave the Gibbs sites where they are (infinite mass) and only move the
+        others, so the stiffness of v (its conditional precision grows as P/(T N1)) no longer limits the step; the
+        exact Gibbs draw moves v.""",
+    "accept_shift": r"""accept_shift : float, default 0.0
+        Where > 0, the Metropolis test uses Neal's non-reversible uniform, moved by that shift per update
+        (:mod:`renormpp.mcmc.kinetic`), so rejections, and with them the momentum reversals, cluster.""",
+    "pooled_adaptation": r"""pooled_adaptation : bool, default False
+        With vectorized chains, the warmup adapts one step (and mass) for all chains from all of them: the dual
+        averaging follows their mean acceptance, the mass window gathers every chain's positions, so a window of n
+        draws of k chains learns from k n positions (cross-chain adaptation). The chains stay independent given what
+        they learned, and exact after the warmup. Without it (and with ``chain_method="sequential"``) each chain
+        adapts on its own, as Stan does.""",
+    "warn_low_acceptance": r"""warn_low_acceptance : bool, default True
+        Adjusted kernels: warn (:class:`~.alerts.LowAcceptanceWarning`) where a chain's mean acceptance since the
+        warmup is below :data:`~.alerts.MIN_ACCEPT_PROB` after 50, 100, 200, ... draws (a frozen chain).""",
+}
+
+
+def _parameters(*names: str) -> str:
+    """The numpydoc Parameters, Raises and Notes sections of a kernel whose constructor takes ``names``."""
+    entries = "\n    ".join(_ENTRIES[name] for name in names)
+    return f"""
     Parameters
     ----------
-    model : a NumPyro model, e.g. :func:`renormpp.models.one_hidden_layer`; or
-    potential_fn : the potential energy U of a pytree of parameters (then give ``init_params`` to ``run``).
-    step_size : the step h (see :func:`~.algorithms.paper_step_size` for the paper's units).
-    inner_steps : updates per recorded draw, in one compiled loop (the paper records every 100).
-    observables : ``fn(params) -> pytree`` recorded instead of the parameters (e.g.
-        :func:`renormpp.observables.default`); ``params`` are the constrained sites of the model.
-    init_strategy : how to initialize from the model; the default draws from the prior, as the paper does.
-    adapt_step_size : adjusted kernels: during the ``num_warmup`` draws of :class:`~numpyro.infer.MCMC`, tune the step
-        by dual averaging (:mod:`renormpp.mcmc.adaptation`) so that the mean acceptance probability of a draw's
-        updates approaches ``target_accept_prob``; ``step_size`` is the first guess. The step is fixed after the
-        warmup (the chain is then exact); it is in the state's ``step_size``.
-    target_accept_prob : the acceptance target (default: the algorithm's, 0.574 for MALA, 0.8 for kinetic Langevin).
-    gibbs_fn, gibbs_sites : an exact Gibbs update of some sites, ``gibbs_fn(rng_key, gibbs_sites, hmc_sites) ->
-        gibbs_sites`` (the signature of :class:`numpyro.infer.HMCGibbs`), applied after the ``inner_steps``
-        updates of every draw; e.g. ``gibbs_fn=renormpp.readout.gibbs_fn(X, Y, T=T, lambda1=lambda1)`` with
-        ``gibbs_sites=("v",)`` draws the readout exactly given w, so the Langevin updates only have to move w
-        (the v moves they also make are harmless). Each part leaves the posterior invariant, so the
-        composition does. The sites must be unconstrained (a Normal prior, as v's). ``gibbs_fn`` holds its own
-        data: build a new one to continue on new data.
-    pooled_adaptation : with vectorized chains, the warmup adapts one step (and mass) for all chains from all of
-        them: the dual averaging follows their mean acceptance, the mass window gathers every chain's positions, so
-        a window of n draws of k chains learns from k n positions (cross-chain adaptation). The chains stay
-        independent given what they learned, and exact after the warmup. Without it (and with
-        ``chain_method="sequential"``) each chain adapts on its own, as Stan does.
-    warn_divergences : warn (from a host callback) at the first divergence of each chain. With False,
-        divergences are only flagged (``diverging``, ``num_divergent``), and draws are still never NaN.
-    warn_low_acceptance : adjusted kernels: warn (:class:`~.alerts.LowAcceptanceWarning`) where a chain's mean
-        acceptance since the warmup is below :data:`~.alerts.MIN_ACCEPT_PROB` after 50, 100, 200, ... draws (a
-        frozen chain).
+    {entries}
 
+    Raises
+    ------
+    ValueError
+        For both or neither of ``model`` and ``potential_fn``, a step or inner-step count that is not positive,
+        ``adapt_step_size`` without ``adjust``, a target outside (0, 1), or ``gibbs_fn`` without its sites.
+
+    Notes
+    -----
     Use with :class:`numpyro.infer.MCMC` (any ``chain_method``; thinning; progress bar). To continue a run,
     ``mcmc.post_warmup_state = mcmc.last_state`` and ``mcmc.run(mcmc.last_state.rng_key, ...)``.
 """
@@ -141,7 +195,9 @@ class Adapter(MCMCKernel):
     __doc__ = r"""The core algorithm ``algorithm`` (a record of :mod:`.algorithms`: :class:`~.algorithms.Overdamped`,
     :class:`~.algorithms.Kinetic`) as a :class:`numpyro.infer.mcmc.MCMCKernel`; :class:`Langevin` and
     :class:`KineticLangevin` build it with their algorithm's options.
-    """ + _PARAMETERS
+    """ + _parameters("model", "algorithm", "potential_fn", "step_size", "inner_steps", "observables", "init_strategy",
+                      "warn_divergences", "adapt_step_size", "target_accept_prob", "gibbs_fn", "gibbs_sites",
+                      "pooled_adaptation", "warn_low_acceptance")
 
     def __init__(self, model=None, *, algorithm, potential_fn=None, step_size: float, inner_steps: int = 1,
                  observables: Callable | None = None, init_strategy: Callable = init_to_sample,
@@ -310,7 +366,7 @@ class Adapter(MCMCKernel):
         return state._replace(rng_key=rng_key)
 
     def sample(self, state, model_args, model_kwargs):
-        with full_precision():  # every product of the step, the record and the alerts (issue 45: TF32 on GPUs)
+        with full_precision():  # every product of the step, the record and the alerts (no TF32 on GPUs)
             return self._sample(state, model_args, model_kwargs)
 
     def _sample(self, state, model_args, model_kwargs):
@@ -452,7 +508,9 @@ class Langevin(Adapter):
     :class:`Adapter` over :class:`~.algorithms.Overdamped`. ``adjust``: Metropolis-adjust each update (MALA); the
     acceptance probability is in ``extra_fields``. ``adapt_step_size`` needs it. The default acceptance target is 0.574
     (optimal for MALA in high dimension, Roberts & Rosenthal 1998).
-    """ + _PARAMETERS
+    """ + _parameters("model", "potential_fn", "step_size", "adjust", "inner_steps", "observables", "init_strategy",
+                      "warn_divergences", "adapt_step_size", "target_accept_prob", "gibbs_fn", "gibbs_sites",
+                      "pooled_adaptation", "warn_low_acceptance")
 
     def __init__(self, model=None, *, potential_fn=None, step_size: float, adjust: bool = False,
                  inner_steps: int = 1, observables: Callable | None = None,
@@ -485,7 +543,10 @@ class KineticLangevin(Adapter):
     exact Gibbs draw moves v. ``friction`` is :math:`\gamma`; ``adjust=False`` drops the Metropolis test (an
     :math:`O(h^2)` bias). ``accept_shift`` > 0: the Metropolis test uses Neal's non-reversible uniform, moved by that
     shift per update (:mod:`renormpp.mcmc.kinetic`), so rejections, and with them the momentum reversals, cluster.
-    """ + _PARAMETERS
+    """ + _parameters("model", "potential_fn", "step_size", "friction", "adjust", "inner_steps", "observables",
+                      "init_strategy", "warn_divergences", "adapt_step_size", "adapt_mass", "target_accept_prob",
+                      "gibbs_fn", "gibbs_sites", "row_mass", "freeze_gibbs_sites", "accept_shift",
+                      "pooled_adaptation", "warn_low_acceptance")
 
     def __init__(self, model=None, *, potential_fn=None, step_size: float, friction: float = 1.0,
                  adjust: bool = True, inner_steps: int = 1, observables: Callable | None = None,

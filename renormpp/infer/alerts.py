@@ -10,7 +10,7 @@ ULA's bias.
   names the chains below it.
 * A potential whose rounding noise is comparable to the energy changes the Metropolis test weighs: the test then
   tests the noise, the warmup shrinks the step without raising the acceptance, and the chains stand still (a float32
-  cancellation in :func:`renormpp.readout.log_marginal_of` did this at P = 1000, issue 34). At the first draw after
+  cancellation in :func:`renormpp.readout.log_marginal_of` does this at P = 1000). At the first draw after
   the warmup, :func:`potential_noise` measures the noise along a short line through every chain's position and
   :func:`warn_noisy_potential` names the chains where it is above :data:`NOISE_BOUND`.
 * ULA's step is flagged as biased above ``ULA_BIAS_BOUND / max_curvature`` (:func:`check_ula_step`): on a Gaussian,

@@ -26,6 +26,23 @@ def paper_step_size(epsilon: float = 1e-3, T: float = 0.01) -> float:
     The paper's :math:`\theta \leftarrow \theta - \epsilon\nabla(T U) + \sqrt{2\epsilon T}\eta` equals
     :math:`\theta \leftarrow \theta - h\nabla U + \sqrt{2h}\eta` with :math:`h = \epsilon T`; e.g. the paper's
     :math:`\epsilon = 10^{-3}` at :math:`T = 0.01` is ``step_size=1e-5``.
+
+    Parameters
+    ----------
+    epsilon : float, default 1e-3
+        The paper's learning rate.
+    T : float, default 0.01
+        Temperature.
+
+    Returns
+    -------
+    float
+        The step h of :class:`~renormpp.infer.Langevin`.
+
+    Raises
+    ------
+    ValueError
+        Where epsilon or T is not positive.
     """
     if not (epsilon > 0 and T > 0):
         raise ValueError(f"epsilon and T must be positive; got epsilon={epsilon}, T={T}")

@@ -58,13 +58,29 @@ class Chains:
     >>> state = chains.init(key, num_warmup, X, Y, N1=100)
     >>> state, draws, stats = chains.run(state, 500)     # draws and stats have axes (chain, draw, ...)
 
-    ``blas_threads``: at most this many BLAS/LAPACK threads while a block runs (None: as the process has them).
-
-    ``accumulate``: an :class:`Accumulator`, sums over the draws of a block of a quantity too large to keep per draw
-    (e.g. the hidden layer's P x P kernel, :func:`renormpp.observables.hidden_sums`); after :meth:`run`,
-    :attr:`sums` holds the block's sums over all chains, axes (piece, ...), and :attr:`pieces` which draws of each
-    chain entered them (the sums are over the chains in the compiled block: a sum per chain multiplied the memory,
-    the per-draw copies and the transfer to the host by the chain count, issue 45).
+    Parameters
+    ----------
+    sampler : numpyro.infer.mcmc.MCMCKernel
+        The kernel each chain runs, as ``MCMC(sampler, ...)`` takes it.
+    num_chains : int, default 1
+        The number of chains.
+    chain_method : {"vectorized", "sequential"}
+        As NumPyro's ``MCMC``: "vectorized" (the sampler steps a batch of chains) or "sequential" (one chain after
+        the other, stacked).
+    extra_fields : tuple of str, default ()
+        Fields of the sampler's state recorded per draw in ``stats`` (e.g. ``"diverging"``), as NumPyro's
+        ``extra_fields``.
+    warn_divergences : bool, default True
+        After each block, warn (:class:`DivergenceWarning`) where its draws made divergent steps (read from
+        ``"diverging"`` among the ``extra_fields``).
+    blas_threads : int, optional
+        At most this many BLAS/LAPACK threads while a block runs (None: as the process has them).
+    accumulate : Accumulator, optional
+        Sums over the draws of a block of a quantity too large to keep per draw (e.g. the hidden layer's P x P
+        kernel, :func:`renormpp.observables.hidden_sums`); after :meth:`run`, :attr:`sums` holds the block's sums
+        over all chains, axes (piece, ...), and :attr:`pieces` which draws of each chain entered them. The sums are
+        over the chains in the compiled block: a sum per chain would multiply the memory, the per-draw copies and
+        the transfer to the host by the chain count.
     """
 
     def __init__(self, sampler: MCMCKernel, *, num_chains: int = 1, chain_method: str = "vectorized",
@@ -110,7 +126,7 @@ class Chains:
             return jax.tree_util.tree_map(lambda a: a.sum(axis=0), x) if vectorized else x
 
         @partial(jax.jit, static_argnums=5)
-        @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included (issue 45)
+        @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included
         def block(state, n, offset, cell, summing, length):
             # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
             def step(carry, i):
@@ -122,8 +138,8 @@ class Chains:
                     given = out.pop(acc.key)
                     j = jnp.minimum((offset + i) // cell - offset // cell, acc.pieces - 1)  # the cell of draw i
                     # the summand (or zeros) under the condition, the sum updated in place outside it: a condition
-                    # that returned the sums made XLA copy all of them at every draw (half of a draw's time on 2
-                    # cores at P = 1000, issue 45)
+                    # that returned the sums makes XLA copy all of them at every draw (half of a draw's time on 2
+                    # cores at P = 1000)
                     x = jax.lax.cond(summing & (i < n) & ((offset + i) % acc.thin == 0), summed,
                                      lambda g: jax.tree_util.tree_map(jnp.zeros_like, zero), given)
                     sums = jax.tree_util.tree_map(lambda a, x: jax.lax.dynamic_update_index_in_dim(

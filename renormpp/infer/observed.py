@@ -35,6 +35,13 @@ class Observed(MCMCKernel):
     in the state's ``obs`` (the sample field): e.g. ``fn = renormpp.observables.default(X_test, Y_test)``.
 
     Works with every ``chain_method`` and with ``post_warmup_state``; ``extra_fields`` read the inner state.
+
+    Parameters
+    ----------
+    kernel : numpyro.infer.mcmc.MCMCKernel
+        The wrapped kernel, e.g. ``NUTS(model)``.
+    observables : callable
+        ``fn(params) -> pytree`` of the constrained parameters, recorded per draw in place of the parameters.
     """
 
     def __init__(self, kernel: MCMCKernel, observables: Callable):
@@ -80,7 +87,7 @@ class Observed(MCMCKernel):
             return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 
     def sample(self, state, model_args, model_kwargs):
-        with full_precision():  # the wrapped kernel's step and the record (issue 45: TF32 on GPUs)
+        with full_precision():  # the wrapped kernel's step and the record (no TF32 on GPUs)
             inner = self.kernel.sample(state.inner, model_args, model_kwargs)
             return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 

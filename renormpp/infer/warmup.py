@@ -14,10 +14,9 @@ recorded observables are stationary from draw ~10 of 200, and the step is settle
    (Geweke's test between the two halves of those draws) and the chains agree, every observable at the threshold
    for all of them judged together, with one autocorrelation time shared by the observables
    (:func:`renormpp.diagnostics.relaxation`). A false alarm costs the next block of draws. With an
-   autocorrelation time of its own per observable (until issue 17's round 9), this check failed at 40% of the
-   checks on problem 2's draws after the warmup (five runs, n = 40-190), and chains relaxed by draw ~10 were found
-   relaxed at draw 50-70; with the shared one it fails at 8% (n = 20-190), and they are found relaxed at draw
-   20-30;
+   autocorrelation time of its own per observable, this check fails at 40% of the checks on problem 2's draws
+   after the warmup (five runs, n = 40-190), and chains relaxed by draw ~10 are found relaxed at draw 50-70; with
+   the shared one it fails at 8% (n = 20-190), and they are found relaxed at draw 20-30;
    then the mass window opens at n and gathers ``max(min_mass, n)`` positions (as many as the relaxation took
    draws, at least ``min_mass``): that many draws, or that many divided by the number of chains where the chains
    adapt together (``pooled_chains``, ``sampler.pooling = "pooled"``); without a mass to learn it is empty.
@@ -59,11 +58,38 @@ class AdaptiveWarmup:
     ...     state, draws, stats = chains.run(state, 10)
     ...     state = warm.update(state, draws, stats)
 
-    ``sampler``: the chains' sampler (an :class:`~.adapter.Adapter`: it reads and moves the warmup's schedule, and
-    says whether the warmup learns a mass). ``draws``: the recorded observables of the block, arrays (chain, draw,
-    ...); ``stats`` holds ``step_size``, the step of each draw (chain, draw). :attr:`log` lists what was decided at
-    which draw. ``history``: ``(draws, stats)`` of the warmup draws made before (a resumed run), so that it decides as
-    an uninterrupted one.
+    In :meth:`update`, ``draws`` are the recorded observables of the block, arrays (chain, draw, ...), and ``stats``
+    holds ``step_size``, the step of each draw (chain, draw). :attr:`log` lists what was decided at which draw.
+
+    Parameters
+    ----------
+    sampler : Adapter
+        The chains' sampler (an :class:`~.adapter.Adapter`: it reads and moves the warmup's schedule, and says
+        whether the warmup learns a mass).
+    num_warmup : int
+        The fixed schedule's length W, the bound: the warmup never runs longer.
+    min_relax : int, default 20
+        The first draw at which the chains may be found relaxed (at least 16: the drift test needs 8 draws in half of
+        them).
+    min_mass : int, default 50
+        The fewest positions the mass window gathers.
+    min_final : int, default 20
+        Draws after the mass is set before the step may be found settled, judged on the last ``min_final // 2``
+        draws (at least 4).
+    step_tolerance : float, default 0.15
+        The step is settled where its iterates average within a factor ``1 + step_tolerance`` of the dual-averaged
+        step.
+    pooled_chains : int, default 1
+        The number of chains that adapt together (``sampler.pooling = "pooled"``): the mass window then lasts its
+        positions divided by this many draws. :meth:`of` sets it from the chains.
+    history : tuple of (dict, dict), optional
+        ``(draws, stats)`` of the warmup draws made before (a resumed run), so that it decides as an uninterrupted
+        one.
+
+    Raises
+    ------
+    ValueError
+        For ``min_relax`` < 16, ``min_final`` < 4, or ``pooled_chains`` that is not a positive integer.
     """
 
     def __init__(self, sampler, num_warmup: int, *, min_relax: int = 20, min_mass: int = 50,

@@ -172,6 +172,24 @@ def blocking(series, cut="auto") -> ErrorEstimate:
     block size), ``error_error`` (its own uncertainty, :math:`\\epsilon/\\sqrt{2(n_B-1)}`) and ``optimal``
     (the block size chosen). Several chains: the curve of the first chain is returned, and the errors of
     the chain means are combined.
+
+    Parameters
+    ----------
+    series : array_like, shape (draw,) or (chain, draw)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`thermalization_cut`. At least 4 draws per
+        chain must remain.
+
+    Returns
+    -------
+    ErrorEstimate
+        The mean, its standard error and the integrated autocorrelation time.
+
+    Raises
+    ------
+    ValueError
+        Where the cut leaves fewer than 4 draws per chain.
     """
     x, cut = _apply_cut(series, cut)
     stuck = _frozen(x, "blocking")
@@ -232,6 +250,26 @@ def gamma_method(series, cut="auto", S: float = 1.5) -> ErrorEstimate:
     bias of the window sum is corrected by the factor :math:`1 + (2W+1)/N` (Wolff 2004). The error of
     :math:`\tau_{\rm int}` is Madras-Sokal's :math:`2\tau\sqrt{(W + 1/2 - \tau)/N}`. ``details``: ``window``,
     ``rho`` (normalized autocorrelation up to 2W for plotting). Returned ``tau_int`` is :math:`2\tau_W`.
+
+    Parameters
+    ----------
+    series : array_like, shape (draw,) or (chain, draw)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`thermalization_cut`. At least 4 draws per
+        chain must remain.
+    S : float, default 1.5
+        Wolff's S, the factor of the window criterion (larger: longer windows).
+
+    Returns
+    -------
+    ErrorEstimate
+        The mean, its standard error and the integrated autocorrelation time.
+
+    Raises
+    ------
+    ValueError
+        Where the cut leaves fewer than 4 draws per chain.
     """
     x, cut = _apply_cut(series, cut)
     stuck = _frozen(x, "gamma_method")
@@ -259,7 +297,26 @@ def gamma_method(series, cut="auto", S: float = 1.5) -> ErrorEstimate:
 
 # ---- ESS-based ------------------------------------------------------------------------------------------
 def ess_error(series, cut="auto") -> ErrorEstimate:
-    """Error of the mean from ArviZ's effective sample size for the mean (``ess(method="mean")``)."""
+    """Error of the mean from ArviZ's effective sample size for the mean (``ess(method="mean")``).
+
+    Parameters
+    ----------
+    series : array_like, shape (draw,) or (chain, draw)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`thermalization_cut`. At least 4 draws per
+        chain must remain.
+
+    Returns
+    -------
+    ErrorEstimate
+        The mean, its standard error and the integrated autocorrelation time.
+
+    Raises
+    ------
+    ValueError
+        Where the cut leaves fewer than 4 draws per chain.
+    """
     from arviz_stats import ess
 
     x, cut = _apply_cut(series, cut)

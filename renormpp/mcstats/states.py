@@ -158,14 +158,35 @@ def _segments(z: np.ndarray, threshold: float) -> np.ndarray:
 
 def states(series, block: int | None = None, *, threshold: float = THRESHOLD, min_blocks: int = 3,
            cut: int = 0) -> States:
-    """The metastable states of ``series`` (a dict of (chain, draw) series, e.g. :func:`~.equilibrium.scalar_series`
-    of a run's draws, or an array (chain, draw[, quantity])): see the module docstring. ``block``: draws per block
-    (default: each chain in :data:`BLOCKS` blocks); ``threshold``: the largest step between blocks of one state, in
-    block noises (S1); ``min_blocks``: the blocks a segment needs to be a stay.
+    """The metastable states of a run: see the module docstring.
 
-    ``cut``: draws dropped from the start of every chain (a thermalization cut, e.g.
-    :func:`~.errors.thermalization_cut` of ``eps_g``: a transient held for a few blocks would be a state of its own).
-    Quantities that do not move (a noise of zero) are left out of the distance."""
+    Quantities that do not move (a noise of zero) are left out of the distance.
+
+    Parameters
+    ----------
+    series : dict or array_like
+        A dict of (chain, draw) series, e.g. :func:`~.equilibrium.scalar_series` of a run's draws, or an array
+        (chain, draw[, quantity]).
+    block : int, optional
+        Draws per block (default: each chain in :data:`BLOCKS` blocks).
+    threshold : float, default THRESHOLD
+        The largest step between blocks of one state, in block noises (S1).
+    min_blocks : int, default 3
+        The blocks a segment needs to be a stay.
+    cut : int, default 0
+        Draws dropped from the start of every chain (a thermalization cut, e.g. :func:`~.errors.thermalization_cut`
+        of ``eps_g``: a transient held for a few blocks would be a state of its own).
+
+    Returns
+    -------
+    States
+        The states, the blocks each chain spent in them and the transitions counted.
+
+    Raises
+    ------
+    ValueError
+        Where ``cut`` is outside [0, draws).
+    """
     names, x = _as_quantities(series)
     if not 0 <= int(cut) < x.shape[1]:
         raise ValueError(f"cut must be in [0, {x.shape[1]}) draws; got {cut}")

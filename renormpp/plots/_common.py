@@ -34,8 +34,16 @@ def _mc_points(ax, N1s, rows, color, label, hollow_label=None):
     return mean - err, mean + err
 
 
-def log_axis(ax, N1s):
-    """A log N1 axis ticked at the sampled widths ``N1s``, written as plain numbers (40, not 4x10^1), no minor ticks."""
+def log_axis(ax, N1s) -> None:
+    """A log N1 axis ticked at the sampled widths, written as plain numbers (40, not 4x10^1), no minor ticks.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes whose x axis it sets.
+    N1s : array_like
+        The sampled widths.
+    """
     from matplotlib.ticker import NullLocator
 
     ticks = np.unique(np.asarray(N1s, dtype=float))
@@ -50,8 +58,18 @@ def save(fig, *paths, dpi: float = 110) -> None:
 
     ``fig.savefig`` of a figure with a layout engine (constrained layout, as every figure of :mod:`renormpp.plots`)
     draws the figure twice per file, each drawing solving the layout again; with text-heavy figures (the overlap
-    heatmaps write every value) that was a third of a small run's time (issue 44). Here the layout is solved once at
-    ``dpi`` and held while the files are drawn; the figure keeps its layout engine and its dpi afterwards."""
+    heatmaps write every value) that is a third of a small run's time. Here the layout is solved once at ``dpi`` and
+    held while the files are drawn; the figure keeps its layout engine and its dpi afterwards.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    *paths : str or path
+        The files, each in the format of its suffix.
+    dpi : float, default 110
+        The resolution of every file.
+    """
     engine = fig.get_layout_engine()
     if engine is None:
         for path in paths:
@@ -73,9 +91,27 @@ def save(fig, *paths, dpi: float = 110) -> None:
 
 
 def theory_lines(fit, N1_grid, X_test=None, Y_test=None, methods=None) -> dict:
-    """The curves of every theory method (:data:`renormpp.theory.METHODS`, or those of ``methods``) over ``N1_grid``
-    from one kernel eigendecomposition: ``{method: {"eps_g": (n,), "Q": (n, D, D)}}`` (eps_g NaN without a test set;
-    NaN where a method does not apply, :func:`renormpp.theory.fit_or_reason`)."""
+    """The curves of every theory method over a grid of widths, from one kernel eigendecomposition.
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit on the data; its refits at each width give the curves.
+    N1_grid : array_like, shape (n,)
+        The widths.
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs; without a test set eps_g is NaN.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels.
+    methods : sequence of str, optional
+        The methods (default: every one of :data:`renormpp.theory.METHODS`).
+
+    Returns
+    -------
+    dict
+        ``{method: {"eps_g": (n,), "Q": (n, D, D)}}``, NaN where a method does not apply
+        (:func:`renormpp.theory.fit_or_reason`).
+    """
     methods = tuple(theory.METHODS) if methods is None else tuple(methods)
     out = {m: {"eps_g": [], "Q": []} for m in methods}
     for N1 in N1_grid:

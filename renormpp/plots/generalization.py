@@ -79,6 +79,27 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     the predictions stored in the Datasets are joined by lines. ``lines``: the curves, if already computed by
     :func:`theory_lines` on ``N1_grid``. The y-limits follow the MC points and the curves near them; a curve that
     runs off is clipped and marked where it leaves (:func:`_fit_ylim`).
+
+    Parameters
+    ----------
+    results : list of xarray.Dataset
+        :func:`~renormpp.diagnostics.compare` Datasets, one per width.
+    fit : TheoryFit, optional
+        A fit on the same data, for the theory curves.
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs, with ``fit``.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels, with ``fit``.
+    N1_grid : array_like, optional
+        The widths of the theory curves (default: a geometric grid around the sampled widths).
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (default: a new figure).
+    lines : dict, optional
+        The curves of :func:`theory_lines` on ``N1_grid``, if already computed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
@@ -110,12 +131,32 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
 
 
 def architectures_vs_N1(series: dict, X_test, Y_test, methods=("exact", "infinite_width"), N1_grid=None, ax=None):
-    r"""Generalization loss against the width for several architectures on the same data (issue 33: the CNN against
+    r"""Generalization loss against the width for several architectures on the same data (e.g. the CNN against
     the fully connected network): for each ``{label: (results, fit)}`` (the :func:`compare` Datasets of a sweep and a
     fit at one width, :class:`renormpp.theory.TheoryFit` or :class:`renormpp.theory.ConvFit`) the MC points and the
     curves of ``methods`` (each in its line style, :data:`renormpp.theory.METHODS`), one colour per architecture.
 
-    Returns ``(figure, curves)``, ``curves`` a list of ``{"series", "theory", "N1", "eps_g"}`` rows."""
+    Parameters
+    ----------
+    series : dict
+        ``{label: (results, fit)}``, one entry per architecture.
+    X_test : array_like, shape (P0, N0)
+        Test inputs, for the theory curves.
+    Y_test : array_like, shape (P0, D)
+        Test labels.
+    methods : tuple of str, default ("exact", "infinite_width")
+        The theory methods drawn.
+    N1_grid : array_like, optional
+        The widths of the theory curves (default: a geometric grid around the sampled widths).
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (default: a new figure).
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    curves : list of dict
+        ``{"series", "theory", "N1", "eps_g"}`` rows.
+    """
     plt = _plt()
     fig = ax.figure if ax is not None else plt.subplots(figsize=(8.5, 4.4), constrained_layout=True)[0]
     ax = ax if ax is not None else fig.axes[0]

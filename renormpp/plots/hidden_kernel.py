@@ -1,4 +1,4 @@
-"""The posterior's hidden kernel against the width (issue 32): :func:`kernel_vs_N1`, the sampled networks'
+"""The posterior's hidden kernel against the width: :func:`kernel_vs_N1`, the sampled networks'
 hidden kernel along the top directions of the prior kernel and its alignment with the labels, against what the
 theory predicts."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ._common import POINTS, _plt, log_axis
 
 
 def kernel_vs_N1(kernels: dict, fit=None, directions: int = 3, N1_grid=None):
-    r"""The posterior's hidden kernel against N1 (issue 32), labelled in words for the report.
+    r"""The posterior's hidden kernel against N1, labelled in words for the report.
 
     Left, "along the top directions of the prior kernel": the spectrum ratios
     :math:`r_k = u_k^\top K_{\rm post} u_k / k_k` (how much the posterior's hidden kernel gained, above 1, or lost,
@@ -20,8 +20,22 @@ def kernel_vs_N1(kernels: dict, fit=None, directions: int = 3, N1_grid=None):
     alignment (:func:`renormpp.diagnostics.kernel.alignment`) of the sampled :math:`K_{\rm post}`, of the one the
     theory predicts (Eq. (H1)), and of K (dotted).
 
-    ``kernels``: {N1: diagnosis}, each a :class:`renormpp.diagnostics.kernel.KernelDiagnosis` or its dict (the
-    ``kernel`` entry of a point's ``result.json``)."""
+    Parameters
+    ----------
+    kernels : dict
+        ``{N1: diagnosis}``, each a :class:`renormpp.diagnostics.kernel.KernelDiagnosis` or its dict (the ``kernel``
+        entry of a point's ``result.json``).
+    fit : TheoryFit, optional
+        A fit on the same data: the theory as curves over N1 (default: each point's theory).
+    directions : int, default 3
+        The top directions of the prior kernel drawn.
+    N1_grid : array_like, optional
+        The widths of the theory curves (default: a geometric grid around the sampled widths).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     from ..theory import hidden as hidden_theory
 
     plt = _plt()

@@ -14,11 +14,30 @@ def mc_analysis(series, name: str = "$\\epsilon_g$", estimate=None, method: str 
     """Supplement's Monte Carlo analysis figure for one scalar series, every chain shown and pooled as the report
     pools them.
 
-    ``series`` (chain, draw) or (draw,); ``estimate`` is the report's :class:`~renormpp.diagnostics.ErrorEstimate`
-    (else computed here by ``method`` and ``cut``, as :func:`renormpp.diagnostics.compare` does). Left: the traces,
+    Left: the traces,
     one colour per chain, thermalization (before the cut) faded; middle: the histogram of the pooled thermalized
     draws (area 1); right: the blocking curve of each chain, with the estimate's error as a horizontal line. A
     chain that did not move is said so, not drawn as a histogram. The legends sit above the panels, off the traces.
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw) or (draw,)
+        The series.
+    name : str, default "$\\epsilon_g$"
+        Its name on the axes.
+    estimate : ErrorEstimate, optional
+        The report's :class:`~renormpp.diagnostics.ErrorEstimate`; else computed here by ``method`` and ``cut``, as
+        :func:`renormpp.diagnostics.compare` does.
+    method : str, default "gamma"
+        The error estimator (:data:`renormpp.diagnostics.ESTIMATORS`), without ``estimate``.
+    cut : int or "auto", default "auto"
+        The thermalization cut, without ``estimate``.
+    draw_unit : str, default "recorded draw"
+        What one step of the x axis is.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     import warnings
 
@@ -91,7 +110,19 @@ def _arviz_plot(fn, dt, **kwargs):
 
 def trace(dt, **kwargs):
     """Traces of every variable of a DataTree (arviz-plots ``plot_trace``), with the variable's name on the y axis and
-    a legend of the chains right of the first panel (one colour per chain in every panel)."""
+    a legend of the chains right of the first panel (one colour per chain in every panel).
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A run, e.g. from :func:`renormpp.diagnostics.to_datatree`.
+    **kwargs
+        Passed to arviz-plots' ``plot_trace``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     fig = _arviz_plot("plot_trace", dt, **kwargs)
     for ax in fig.axes:
         if ax.get_title() and not ax.get_ylabel():
@@ -105,10 +136,34 @@ def trace(dt, **kwargs):
 
 
 def autocorr(dt, **kwargs):
-    """Autocorrelation functions (arviz-plots ``plot_autocorr``)."""
+    """Autocorrelation functions (arviz-plots ``plot_autocorr``).
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A run, e.g. from :func:`renormpp.diagnostics.to_datatree`.
+    **kwargs
+        Passed to arviz-plots' ``plot_autocorr``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     return _arviz_plot("plot_autocorr", dt, **kwargs)
 
 
 def ess(dt, **kwargs):
-    """Local effective sample sizes (arviz-plots ``plot_ess``)."""
+    """Local effective sample sizes (arviz-plots ``plot_ess``).
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A run, e.g. from :func:`renormpp.diagnostics.to_datatree`.
+    **kwargs
+        Passed to arviz-plots' ``plot_ess``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     return _arviz_plot("plot_ess", dt, **kwargs)

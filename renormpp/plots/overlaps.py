@@ -40,6 +40,21 @@ def overlap_heatmaps(results, class_names=None, paper_style: bool = False, diago
     their error); the third panel shows z = (MC - theory) / error, |z| < 3 pale, so that a disagreement cannot look
     like agreement. ``paper_style=True`` draws the paper's Fig. 2 instead: two panels, diagonals divided by
     ``diagonal_scale``.
+
+    Parameters
+    ----------
+    results : xarray.Dataset or list of xarray.Dataset
+        :func:`~renormpp.diagnostics.compare` Datasets, one per width.
+    class_names : sequence of str, optional
+        The names of the outputs (default: their indices).
+    paper_style : bool, default False
+        Draw the paper's Fig. 2.
+    diagonal_scale : float, default 20.0
+        What the diagonals are divided by in the paper's style.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     import xarray as xr
 
@@ -90,6 +105,23 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
 
     Theory (:data:`renormpp.theory.REFERENCE`, exact) solid, infinite width (:data:`renormpp.theory.BASELINE`)
     dashed, MC points with error bars; one color per entry.
+
+    Parameters
+    ----------
+    results : xarray.Dataset or list of xarray.Dataset
+        :func:`~renormpp.diagnostics.compare` Datasets, one per width.
+    fit : TheoryFit, optional
+        A fit on the same data, for the theory curves (default: the predictions stored in the Datasets).
+    N1_grid : array_like, optional
+        The widths of the theory curves (default: a geometric grid around the sampled widths).
+    class_names : sequence of str, optional
+        The names of the outputs (default: their indices).
+    max_pairs : int, default 6
+        The most entries drawn in each panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     plt = _plt()
     results = sorted(results, key=lambda r: r.attrs["N1"])
@@ -125,14 +157,26 @@ def overlaps_vs_N1(results, fit=None, N1_grid=None, class_names=None, max_pairs:
 
 
 def local_overlaps(ds, outputs=(0, 0)):
-    r"""The CNN's local order parameter (issue 33) from a :func:`renormpp.diagnostics.local.compare_local` Dataset,
+    r"""The CNN's local order parameter from a :func:`renormpp.diagnostics.local.compare_local` Dataset,
     as its departure from the infinite width (:math:`\delta_{ab}\delta_{ij}/\lambda_1`), where the local structure
     shows: left, the sampled :math:`\sum_c v_{a,c,i}v_{b,c,j}/C - \delta_{ab}\delta_{ij}/\lambda_1` over the patch
     pairs (i, j) of the outputs ``outputs`` = (a, b); middle, the exact theory's
     :math:`(Q^*_{(ai),(bj)} - \delta)/\lambda_1` (Eq. (C10)) on the same colour scale; right, every independent entry
     (a i, b j), theory against sampled with error bars, the diagonal where they agree and 0 where the infinite width
     would be right; the legend gives the share of the sampled departure that each method misses
-    (:func:`renormpp.diagnostics.local.compare_local`)."""
+    (:func:`renormpp.diagnostics.local.compare_local`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A :func:`renormpp.diagnostics.local.compare_local` Dataset.
+    outputs : tuple of int, default (0, 0)
+        The outputs (a, b) of the left and middle panels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     plt = _plt()
     a, b = outputs
     D, n_p = ds.mc_mean.shape[:2]

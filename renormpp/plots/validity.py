@@ -16,7 +16,20 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
     Δ in percent and whether the theory holds within 1% (✓✓) or 5% (✓), fails at 5% (✗) or the point does not
     decide (?); blank where the theory does not apply.
 
-    ``table``: rows of :func:`renormpp.experiments.validity.table` (one teacher and network)."""
+    Parameters
+    ----------
+    table : list of dict
+        Rows of :func:`renormpp.experiments.validity.table` (one teacher and network).
+    theories : tuple of str
+        The theories drawn, names of :data:`renormpp.theory.METHODS` or of the theories beyond them (``adaptive``,
+        ``shared_field``).
+    title : str, default ""
+        The figure's title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     plt = _plt()
     eps = table[table.quantity == "eps_g"]
     alphas, ratios = sorted(eps.alpha.unique()), sorted(eps.ratio.unique())
@@ -52,7 +65,18 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
     :data:`renormpp.theory.METHODS`; the adaptive theory dashed, the shared-field theory dash-dotted), error bars from the sampled mean's error; points
     whose error bar does not hold (``reliable`` False: a run too short or not settled) hollow.
 
-    ``table``: rows of :func:`renormpp.experiments.validity.table`."""
+    Parameters
+    ----------
+    table : list of dict
+        Rows of :func:`renormpp.experiments.validity.table`.
+    theories : tuple of str
+        The theories drawn, names of :data:`renormpp.theory.METHODS` or of the theories beyond them (``adaptive``,
+        ``shared_field``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     plt = _plt()
     eps = table[(table.quantity == "eps_g") & table.theory.isin(theories)]
     styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2)),
@@ -86,8 +110,19 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
 
 def scaling(groups: dict, fits):
     """Finite-size scaling: the relative deviation Delta = (MC - theory) / theory against 1/N1 with error bars, one
-    panel per quantity, one colour per theory, and the straight-line fits extrapolated to 1/N1 = 0
-    (``groups``, ``fits``: :func:`renormpp.experiments.report.scaling_table` grouped, and its extrapolations)."""
+    panel per quantity, one colour per theory, and the straight-line fits extrapolated to 1/N1 = 0.
+
+    Parameters
+    ----------
+    groups : dict
+        The rows of :func:`renormpp.experiments.report.scaling_table`, grouped by quantity and theory.
+    fits : dict
+        Their extrapolations (:func:`renormpp.diagnostics.extrapolate`), by the same keys.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     plt = _plt()
     fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.2), constrained_layout=True, squeeze=False)
     for ax, (name, g) in zip(axes[0], groups.items()):

@@ -41,7 +41,7 @@ The predictions are those above with :math:`K^{(L)}` in place of K, at the same 
 ansatz gives every layer the same share :math:`Q_\ell = Q^{1/L}` of :math:`Q = \prod_\ell Q_\ell`
 (:math:`L\operatorname{Tr}Q^{1/L} - \log\det Q = \sum_\ell[\operatorname{Tr}Q_\ell - \log\det Q_\ell]`), and so
 predicts the readout overlaps :math:`\langle v v^\top\rangle/N_1 = (Q^*)^{1/L}/\lambda_1`               (D3);
-(D3) is this package's reading of the ansatz, checked against sampling in ``benchmarks/deep.py``.
+(D3) is this package's reading of the ansatz, checked against sampling in ``studies/deep.py``.
 
 Beyond leading order and beyond odd activations: :mod:`.corrected` (the leading 1/N1 correction of the predictions,
 ``method="corrected"``), :mod:`.nonodd` (activations with a mean feature, ReLU: two order parameters), both as a
@@ -60,9 +60,9 @@ applies, how it solves, when its result holds, its predictions, and its label an
 The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that the theory predicts,
 :math:`K_{\rm post} = K - KGK` (Eq. (H1)), and the theory with a given kernel in place of K (the oracle test).
 :mod:`.adaptive`: a theory whose kernel adapts beyond the D x D rescaling (a saturating single-neuron tilt on
-Gaussian first-layer weights, moment-matched; issue 32, item 3); not yet a method of :data:`METHODS`: it does not
-converge at large alpha (benchmarks/README.md, adaptive.py).
-:mod:`.shared_field`: the shared-field theory (issue 46, item 2): one Gaussian field shared by all neurons, each
+Gaussian first-layer weights, moment-matched); not yet a method of :data:`METHODS`: it does not
+converge at large alpha (studies/adaptive.py).
+:mod:`.shared_field`: the shared-field theory: one Gaussian field shared by all neurons, each
 neuron's law exact, averaged by reweighting prior neurons; the sampled network within its error bar on MNIST at
 alpha <= 1, breaks down at alpha >= 2.5 there (docs/validity.md). Not yet a method of :data:`METHODS` (it needs the
 data, not only the kernel's spectrum, and costs seconds to minutes).

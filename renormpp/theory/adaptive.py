@@ -1,4 +1,4 @@
-r"""Adaptive kernel beyond shape renormalization: a moment-matched, self-consistent hidden kernel (issue 32, item 3).
+r"""Adaptive kernel beyond shape renormalization: a moment-matched, self-consistent hidden kernel.
 
 **Where the proportional-limit theory loses the adaptation.** After the readout v is integrated out, every neuron
 enters the partition function through (paper, supplement, the step before the Gaussian equivalence)

@@ -75,7 +75,26 @@ class TheoryFit(FitShape):
         return self.mean_t is not None
 
     def action_and_gradient(self, Q) -> tuple[float, np.ndarray]:
-        """S(Q) and dS/dQ at any SPD Q (D, D), on this fit's data and parameters (odd activations)."""
+        """The action S(Q) and its gradient dS/dQ at any Q, on this fit's data and parameters (odd activations).
+
+        Parameters
+        ----------
+        Q : array_like, shape (D, D)
+            A symmetric positive definite order parameter.
+
+        Returns
+        -------
+        S : float
+            The action at Q.
+        gradient : numpy.ndarray, shape (D, D)
+            dS/dQ at Q.
+
+        Raises
+        ------
+        ValueError
+            For a non-odd activation (its action has two order parameters: :func:`renormpp.theory.nonodd.action`),
+            a Q of another shape, or a Q that is not symmetric positive definite.
+        """
         if self.nonodd:
             raise ValueError("action_and_gradient is the odd theory's action of Q alone; a non-odd activation's "
                              "action has two order parameters: renormpp.theory.nonodd.action")
@@ -92,6 +111,24 @@ class TheoryFit(FitShape):
 
         Only ``lambda0`` and the activation change the kernel, so the eigendecomposition of K is
         reused: a sweep over N1, T or lambda1 costs O(P D^2) per point instead of O(P^3).
+
+        Parameters
+        ----------
+        method : str, optional
+            A name of :data:`~renormpp.theory.METHODS`; this fit's method by default.
+        N1 : float, optional
+            Hidden-layer width; this fit's by default.
+        T : float, optional
+            Temperature; this fit's by default.
+        lambda1 : float, optional
+            Prior precision of the readout weights; this fit's by default.
+        **solver_options
+            ``gtol`` and ``maxiter``, as in :func:`solve`.
+
+        Returns
+        -------
+        TheoryFit
+            The new fit; a ConvergenceWarning where it did not converge.
         """
         N1 = self.N1 if N1 is None else _positive("N1", N1, "hidden-layer width")
         T = self.T if T is None else _positive("T", T, "temperature")
@@ -101,7 +138,20 @@ class TheoryFit(FitShape):
 
     # --- predictions -----------------------------------------------------------------------------
     def predict(self, X0, batch_size: int = 4096) -> Prediction:
-        """Predictive mean (P0, D) and covariance (P0, D, D) of the outputs at the rows of X0."""
+        """Predictive mean and covariance of the outputs at the rows of X0.
+
+        Parameters
+        ----------
+        X0 : array_like, shape (P0, N0)
+            Test inputs, with the training inputs' N0 features.
+        batch_size : int, default 4096
+            Test points computed at a time (memory: P x batch_size).
+
+        Returns
+        -------
+        Prediction
+            ``mean`` (P0, D) and ``cov`` (P0, D, D) of the network outputs, without the observation noise T.
+        """
         X0 = self._test_inputs(X0)
         parts = [self._moments(X0[lo:lo + batch_size]) for lo in range(0, X0.shape[0], batch_size)]
         return Prediction(mean=np.concatenate([part[0] for part in parts]),
@@ -112,8 +162,21 @@ class TheoryFit(FitShape):
         return get_method(self.method).moments(self, X0)
 
     def test_kernel(self, X0) -> tuple[np.ndarray, np.ndarray]:
-        """The kernel quantities at test inputs X0 (P0, N0): kappa = V^T K(X, X0), shape (P, P0), and K(x0, x0),
-        shape (P0,). They depend on lambda0 and the activation only."""
+        """The kernel quantities at test inputs. They depend on lambda0 and the activation only, and are cached for a
+        few test sets (shared by every refit).
+
+        Parameters
+        ----------
+        X0 : array_like, shape (P0, N0)
+            Test inputs.
+
+        Returns
+        -------
+        kappa : numpy.ndarray, shape (P, P0)
+            V^T K(X, X0), the train-test kernel in the eigenbasis of the training kernel (read only).
+        k0 : numpy.ndarray, shape (P0,)
+            K(x0, x0), the test points' own kernel (read only).
+        """
         kw = dict(lambda0=self.lambda0, activation=self.activation, depth=self.depth)
         X0 = np.ascontiguousarray(X0)
         key = (X0.shape, X0.dtype.str, hashlib.blake2b(X0.tobytes(), digest_size=16).digest(),
@@ -139,32 +202,56 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
 
     Parameters
     ----------
-    X : (P, N0) training inputs. Y : (P, D) training labels ((P,) means D = 1).
-    N1 : hidden-layer width (alpha = P / N1). T : temperature. lambda0, lambda1 : prior precisions
-        of the hidden-layer weights (one number, or one per hidden layer) and of the readout.
-    activation : ``"erf"``, ``"relu"``, ``"linear"``, ``"tanh"`` or an elementwise callable.
-    method : ``"exact"`` minimizes S(Q) over SPD Q: Newton steps with the analytic Hessian from the
-        one-loop Q (or Q = 1 where that is not positive definite), falling back on L-BFGS on a
-        Cholesky factor where Newton stalls, to ``|dS/dQ| <= gtol``; ``"one_loop"`` is the perturbative
-        :math:`Q = 1 + \alpha Q^{(1)}` (supplement, eq:supp:final_perturbative_eq),
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D) or (P,)
+        Training labels; (P,) means D = 1.
+    N1 : float
+        Hidden-layer width (alpha = P / N1).
+    T : float, default 0.01
+        Temperature.
+    lambda0 : float or sequence of float, default 1.0
+        Prior precision of the hidden-layer weights: one number, or one per hidden layer.
+    lambda1 : float, default 1.0
+        Prior precision of the readout weights.
+    activation : str or callable, default "erf"
+        ``"erf"``, ``"relu"``, ``"linear"``, ``"tanh"`` or an elementwise callable.
+    method : str, default "exact"
+        Any name of :data:`METHODS` (:mod:`renormpp.theory.methods`). ``"exact"`` minimizes S(Q) over SPD Q:
+        Newton steps with the analytic Hessian from the one-loop Q (or Q = 1 where that is not positive definite),
+        falling back on L-BFGS on a Cholesky factor where Newton stalls, to ``|dS/dQ| <= gtol``; ``"one_loop"`` is
+        the perturbative :math:`Q = 1 + \alpha Q^{(1)}` (supplement, eq:supp:final_perturbative_eq),
         :math:`Q^{(1)} = -\frac{1}{P}\sum_\mu \frac{k_\mu}{\lambda_1}[M^0_\mu - M^0_\mu\tilde y_\mu\tilde y_\mu^\top M^0_\mu]`;
         ``"infinite_width"`` is Q = 1 (the NNGP posterior); ``"corrected"`` is the exact Q* with the leading 1/N1
         correction of the predictions (:mod:`renormpp.theory.corrected`, odd activations). For an activation that
         is not odd (relu), ``"exact"`` and ``"one_loop"`` solve the two-order-parameter theory
-        (:mod:`renormpp.theory.nonodd`). Any name of :data:`METHODS` (:mod:`renormpp.theory.methods`).
-    depth : number of hidden layers L, all of width N1: the kernel is the NNGP kernel composed L times and the
-        action's prior term is :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (Eq. (D1) of :mod:`renormpp.theory`);
-        the one-loop Q is :math:`1 + L\alpha Q^{(1)}`. Depth L > 1 holds for odd activations and the methods
-        ``exact``, ``one_loop`` and ``infinite_width``.
-    gtol : convergence threshold on the Frobenius norm of the action's gradient. maxiter : optimizer iterations.
-    conv : ``dict(image_shape=(s, s), patch=m)`` or a :class:`renormpp.patches.Patches`: the rows of X are s x s
+        (:mod:`renormpp.theory.nonodd`).
+    depth : int, default 1
+        Number of hidden layers L, all of width N1: the kernel is the NNGP kernel composed L times and the action's
+        prior term is :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (Eq. (D1) of :mod:`renormpp.theory`); the one-loop
+        Q is :math:`1 + L\alpha Q^{(1)}`. Depth L > 1 holds for odd activations and the methods ``exact``,
+        ``one_loop`` and ``infinite_width``.
+    gtol : float, default 1e-8
+        Convergence threshold on the Frobenius norm of the action's gradient.
+    maxiter : int, default 5000
+        Optimizer iterations.
+    conv : dict or Patches, optional
+        ``dict(image_shape=(s, s), patch=m)`` or a :class:`renormpp.patches.Patches`: the rows of X are s x s
         images and the network is the one-hidden-layer CNN with N1 channels of m x m filters on non-overlapping
         patches; its theory, the local kernel renormalization (:mod:`renormpp.theory.conv`), has the methods
         ``exact``, ``one_loop`` and ``infinite_width``, odd activations, depth 1.
 
     Returns
     -------
-    TheoryFit, or a :class:`renormpp.theory.conv.ConvFit` with ``conv``.
+    TheoryFit or ConvFit
+        The fit; a :class:`renormpp.theory.conv.ConvFit` with ``conv``. A ConvergenceWarning where it did not
+        converge (``converged`` is then False).
+
+    Raises
+    ------
+    ValueError
+        For a method that does not hold for the activation at this depth (the message says which do), ``conv``
+        with depth > 1, data of mismatched shapes, NaN or inf entries, or a parameter out of its range.
     """
     depth = positive_int("depth", depth, "number of hidden layers")
     if conv is not None:

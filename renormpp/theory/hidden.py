@@ -1,5 +1,5 @@
 r"""The hidden layer's kernel in the theory: what kernel shape renormalization predicts for the posterior's hidden
-kernel, and the theory with a measured kernel in place of the NNGP kernel (the oracle test of issue 32).
+kernel, and the theory with a measured kernel in place of the NNGP kernel (the oracle test).
 
 **The predicted hidden kernel.** Under the prior every hidden unit's features :math:`s_c = \sigma(h_c) \in
 \mathbb R^P` have covariance K, and the posterior's hidden kernel is

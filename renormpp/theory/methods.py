@@ -228,7 +228,22 @@ BASELINE = "infinite_width"
 
 
 def get_method(method: str) -> Method:
-    """The :class:`Method` of a name in :data:`METHODS`."""
+    """The :class:`Method` of a name in :data:`METHODS`.
+
+    Parameters
+    ----------
+    method : str
+        A name of :data:`METHODS`.
+
+    Returns
+    -------
+    Method
+
+    Raises
+    ------
+    ValueError
+        For a name not in :data:`METHODS` (the message lists them).
+    """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(map(repr, METHODS))}")
     return METHODS[method]
@@ -245,13 +260,46 @@ def applies(method: str, activation, depth: int = 1) -> bool:
     layer every method for odd activations, and for others (relu) the two-order-parameter theory gives ``exact``,
     ``one_loop`` and ``infinite_width`` while the 1/N1 correction (``corrected``, derived for Gaussian features
     without a mean) does not apply; at depth L > 1 ``exact``, ``one_loop`` and ``infinite_width`` for odd
-    activations."""
+    activations.
+
+    Parameters
+    ----------
+    method : str
+        A name of :data:`METHODS`.
+    activation : str or Activation
+        The network's activation.
+    depth : int, default 1
+        The number of hidden layers.
+
+    Returns
+    -------
+    bool
+    """
     return not get_method(method).restriction(get_activation(activation), depth)
 
 
 def check_applies(method: str, activation, depth: int = 1) -> Method:
     """The record of ``method``, or a ValueError that says why it does not hold for ``activation`` at ``depth`` and
-    which methods do."""
+    which methods do.
+
+    Parameters
+    ----------
+    method : str
+        A name of :data:`METHODS`.
+    activation : str or Activation
+        The network's activation.
+    depth : int, default 1
+        The number of hidden layers.
+
+    Returns
+    -------
+    Method
+
+    Raises
+    ------
+    ValueError
+        Where the method does not hold for the activation at this depth, or is unknown.
+    """
     record, act = get_method(method), get_activation(activation)
     reason = record.restriction(act, depth)
     if not reason:
@@ -273,7 +321,24 @@ def fit_or_reason(fit, method: str, **changes):
     does not hold for the activation at the fit's depth (its record's ``restriction``), or a result that does not
     hold (its ``convergence``: a one-loop Q that is not positive definite, a minimization that did not converge).
     A fit's ``not_derived`` (a dict method -> reason; the convolutional theory's :class:`~.conv.ConvFit`) names the
-    methods its theory does not have."""
+    methods its theory does not have.
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit of :func:`renormpp.theory.solve` (or of another architecture's theory).
+    method : str
+        A name of :data:`METHODS`.
+    **changes
+        ``N1``, ``T``, ``lambda1`` or solver options for :meth:`TheoryFit.refit`.
+
+    Returns
+    -------
+    fit : TheoryFit or None
+        The fit of ``method``, None where it does not apply.
+    reason : str
+        Why not, in words; "" where it applies.
+    """
     record = get_method(method)
     reason = (record.restriction(get_activation(fit.activation), fit.depth)
               or getattr(fit, "not_derived", {}).get(method))
@@ -286,11 +351,39 @@ def fit_or_reason(fit, method: str, **changes):
 
 
 def refit_or_none(fit, method: str, **changes):
-    """``fit.refit(method, **changes)``, or None where that theory does not apply (:func:`why_not` says why)."""
+    """``fit.refit(method, **changes)``, or None where that theory does not apply (:func:`why_not` says why).
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit of :func:`renormpp.theory.solve` (or of another architecture's theory).
+    method : str
+        A name of :data:`METHODS`.
+    **changes
+        ``N1``, ``T``, ``lambda1`` or solver options for :meth:`TheoryFit.refit`.
+
+    Returns
+    -------
+    TheoryFit or None
+    """
     return fit_or_reason(fit, method, **changes)[0]
 
 
 def why_not(fit, method: str, **changes) -> str:
-    """Why theory ``method`` does not apply at ``fit`` (its data, N1, activation and depth), in words; "" where it
-    applies."""
+    """Why theory ``method`` does not apply at ``fit`` (its data, N1, activation and depth), in words.
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit of :func:`renormpp.theory.solve` (or of another architecture's theory).
+    method : str
+        A name of :data:`METHODS`.
+    **changes
+        ``N1``, ``T``, ``lambda1`` or solver options for :meth:`TheoryFit.refit`.
+
+    Returns
+    -------
+    str
+        The reason; "" where the method applies.
+    """
     return fit_or_reason(fit, method, **changes)[1]

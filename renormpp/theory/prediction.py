@@ -15,8 +15,12 @@ from .._checks import data_pair, matrix
 class Prediction:
     r"""Gaussian posterior of the network outputs at test points (supplement, eq:SM_bias and eq:SM_var).
 
-    ``mean`` (P0, D) is :math:`\Gamma`, ``cov`` (P0, D, D) is :math:`\Sigma` (variance of f, without the
-    observation noise T).
+    Parameters
+    ----------
+    mean : numpy.ndarray, shape (P0, D)
+        The predictive mean :math:`\Gamma`.
+    cov : numpy.ndarray, shape (P0, D, D)
+        The predictive covariance :math:`\Sigma` (variance of f, without the observation noise T).
     """
 
     mean: np.ndarray
@@ -39,10 +43,12 @@ class FitShape:
 
     @property
     def P(self) -> int:
+        """The number of training points."""
         return self.X.shape[0]
 
     @property
     def D(self) -> int:
+        """The number of outputs."""
         return self.Q.shape[0]
 
     @property
@@ -57,7 +63,26 @@ class FitShape:
         return X0
 
     def generalization_error(self, X0, Y0) -> float:
-        r""":math:`\epsilon_g`, the mean over test points of :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3))."""
+        r"""The generalization error :math:`\epsilon_g`, the mean over test points of
+        :math:`\|y_0-\Gamma\|^2 + \operatorname{Tr}\Sigma` (Eq. (3)).
+
+        Parameters
+        ----------
+        X0 : array_like, shape (P0, N0)
+            Test inputs.
+        Y0 : array_like, shape (P0, D) or (P0,)
+            Test labels, with the training labels' D outputs.
+
+        Returns
+        -------
+        float
+            :math:`\epsilon_g`.
+
+        Raises
+        ------
+        ValueError
+            Where X0 or Y0 do not match the training data's features or outputs.
+        """
         X0 = self._test_inputs(X0)
         X0, Y0 = data_pair(X0, Y0, "X0", "Y0", "P0")
         if Y0.shape[1] != self.D:
@@ -68,8 +93,18 @@ class FitShape:
     def posterior_predictive(self, X0):
         """The predictive distribution as ``numpyro.distributions.MultivariateNormal``.
 
-        Batch shape (P0,), event shape (D,). Computed in float64; the distribution holds its
-        parameters in JAX's default dtype (float32 unless ``jax_enable_x64`` is on).
+        Computed in float64; the distribution holds its parameters in JAX's default dtype (float32 unless
+        ``jax_enable_x64`` is on).
+
+        Parameters
+        ----------
+        X0 : array_like, shape (P0, N0)
+            Test inputs.
+
+        Returns
+        -------
+        numpyro.distributions.MultivariateNormal
+            Batch shape (P0,), event shape (D,).
         """
         import jax.numpy as jnp
         import numpyro.distributions as dist

@@ -1,4 +1,4 @@
-r"""The single-neuron picture without the Gaussian ansatz, tested on sampled networks (issue 46, item 1).
+r"""The single-neuron picture without the Gaussian ansatz, tested on sampled networks.
 
 **The tilt.** With the readout v integrated out, the posterior of the first-layer weights of a network with one
 hidden layer is :math:`p(W) \propto \prod_i \mathcal N(w_i; 0, 1/\lambda_0)\, p(Y\mid W)` with
@@ -38,7 +38,7 @@ leave to the noise T, where B ~ 1/T) the first order (S2) overshoots and (S3) sa
 cavity inverse :math:`\bar B = \langle A_{-i}^{-1}\rangle` (averaged over neurons and draws,
 :func:`oracle_tilt`), (S3) is the mean-field cavity law: exact but for the fluctuations of the other neurons.
 
-``benchmarks/single_neuron.py`` runs the comparison on MNIST (0, 1) at P = 200 (docs/validity.md, "The single-neuron
+``studies/single_neuron.py`` runs the comparison on MNIST (0, 1) at P = 200 (docs/validity.md, "The single-neuron
 picture").
 """
 from __future__ import annotations

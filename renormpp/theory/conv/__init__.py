@@ -2,7 +2,7 @@ r"""The proportional-limit theory of a one-hidden-layer convolutional network wi
 renormalization (Aiudi, Pacelli, Baglioni, Vezzani, Burioni, Rotondo, Nat. Commun. 16 (2025), arXiv:2307.11807; their
 code, rpacelli/deepbays ``CONV_1HL``, has one output). Entry point: :func:`renormpp.theory.solve` with ``conv=``.
 
-**The network** (issue 33, ``CONV_1HL``'s conventions). Square single-channel images of side s, cut into
+**The network** (``CONV_1HL``'s conventions). Square single-channel images of side s, cut into
 non-overlapping :math:`m\times m` patches :math:`x_i`, :math:`n_p = (s/m)^2` (:mod:`renormpp.patches`); :math:`C = N_1`
 channels, each a filter :math:`w_c \sim \mathcal N(0, 1/\lambda_0)` of :math:`m^2` weights shared by all patches;
 :math:`h_{ci} = w_c\cdot x_i/m`; :math:`f_a(x) = \sum_{c,i} v_{aci}\,\sigma(h_{ci})/\sqrt{C n_p}`,
