@@ -12,7 +12,7 @@ and yields everything that needs them, with the same values everywhere:
 * :meth:`Spec.compare`: the sampled observables against a theory, as a table like ``arviz.summary``.
 
 A theory fit from other hyperparameters, or a run of another network, is refused with an error that names what
-differs (:func:`check_match`): a mismatch is never silent. The network is the paper's,
+differs (:func:`renormpp.diagnostics.matching.check_match`): a mismatch is never silent. The network is the paper's,
 
 .. math:: f(x) = v\,\sigma(w x/\sqrt{N_0})/\sqrt{N_1},\quad w\sim\mathcal N(0, 1/\lambda_0),\
           v\sim\mathcal N(0, 1/\lambda_1),\quad p(w, v\mid X, Y)\propto \mathrm{prior}\cdot e^{-\mathcal L/T},
@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from typing import Callable
 
 import numpy as np
 
 from . import architectures, observables as _observables, readout
 from ._checks import positive, positive_int
+from .diagnostics.matching import MATCHED, activation_name, check_match, fit_settings, run_settings
 from .network import get_activation
 
-#: the hyperparameters a fit and a run must share (read from a fit's attributes and a run's model arguments)
-MATCHED = ("N1", "T", "lambda0", "lambda1", "activation", "depth")
-
-
-def _activation_name(activation) -> str:
-    return getattr(get_activation(activation), "name", str(activation))
+class NotSettledWarning(UserWarning):
+    """A compared quantity has not settled (it drifts, or its chains disagree): run longer before reading its z."""
 
 
 class Spec:
@@ -151,7 +149,7 @@ class Spec:
     def hyperparameters(self) -> dict:
         """The values a theory fit and a run must share, by name (:data:`MATCHED`)."""
         return dict(N1=self.N1, T=self.T, lambda0=self.lambda0, lambda1=self.lambda1,
-                    activation=_activation_name(self.activation), depth=self.depth)
+                    activation=activation_name(self.activation), depth=self.depth)
 
     def __repr__(self) -> str:
         h = self.hyperparameters()
@@ -268,8 +266,7 @@ class Spec:
         -------
         pandas.DataFrame
             Indexed by quantity (``eps_g``, ``overlap[a,b]`` for a <= b), with the sampled ``mean``, its ``mcse``,
-            ``ess`` (draws / tau_int, the integrated autocorrelation time), ``r_hat`` and ``settled`` (no drift, the
-            chains agree); then, for each theory,
+            ``ess`` (draws / tau_int, the integrated autocorrelation time) and ``r_hat``; then, for each theory,
             ``theory``, ``delta`` = (MC - theory)/theory (signed) and ``z`` = (MC - theory)/mcse, under a column
             level named by the theory where several are shown. The ``attrs`` hold the comparison's Dataset
             (``table.attrs["dataset"]``, :func:`renormpp.diagnostics.compare`).
@@ -277,7 +274,12 @@ class Spec:
         Raises
         ------
         ValueError
-            The fit or the run is of another network or data set than this spec (:func:`check_match`).
+            The fit or the run is of another network or data set than this spec (:func:`renormpp.diagnostics.matching.check_match`).
+
+        Warns
+        -----
+        NotSettledWarning
+            Where a quantity drifts or its chains disagree: its error bar, and so its z, does not hold yet.
         """
         import pandas as pd
 
@@ -298,8 +300,13 @@ class Spec:
             raise ValueError(f"unknown theories {unknown}; choose among {list(ds.theory.values)}")
         n = int(ds.attrs["draws"])
         base = pd.DataFrame({"mean": ds.mc_mean.values, "mcse": ds.mc_error.values,
-                             "ess": n / ds.tau_int.values, "r_hat": ds.rhat.values, "settled": ds.settled.values},
+                             "ess": np.round(n / ds.tau_int.values), "r_hat": ds.rhat.values},
                             index=pd.Index(ds.quantity.values, name="quantity"))
+        unsettled = [str(q) for q, ok in zip(ds.quantity.values, ds.settled.values) if not ok]
+        if unsettled:
+            warnings.warn(f"not settled: {', '.join(unsettled)} (a drift, or chains that disagree: "
+                          "table.attrs['dataset'] has drift_z and chains_p); run longer before reading z",
+                          NotSettledWarning, stacklevel=2)
         cols = {}
         for t in names:
             th = ds.sel(theory=t)
@@ -313,87 +320,4 @@ class Spec:
         return table
 
 
-# ---- matching a fit and a run ---------------------------------------------------------------------------------------
-def fit_settings(fit) -> dict:
-    """The hyperparameters of a theory fit (:data:`MATCHED`)."""
-    lam0 = np.atleast_1d(np.asarray(fit.lambda0, dtype=float))
-    return dict(N1=fit.N1, T=fit.T, lambda0=float(lam0[0]) if np.all(lam0 == lam0[0]) else tuple(lam0),
-                lambda1=fit.lambda1, activation=_activation_name(fit.activation), depth=getattr(fit, "depth", 1))
-
-
-def _inner_kernel(kernel):
-    while kernel is not None and not callable(getattr(kernel, "model", None)) and hasattr(kernel, "inner"):
-        kernel = kernel.inner
-    return kernel
-
-
-def run_settings(run) -> dict:
-    """The hyperparameters an MCMC run was made with, as far as they can be read: the keywords its model was bound
-    with (a ``functools.partial``, as :attr:`Spec.model`), then those of ``mcmc.run``, then the model's defaults.
-    Empty for samples (a dict or a DataTree), which do not say."""
-    kernel = getattr(run, "sampler", None)
-    model = getattr(kernel, "model", None)
-    if model is None:
-        model = getattr(getattr(kernel, "inner_kernel", None), "model", None)
-    if model is None:
-        return {}
-    kw = {}
-    fn = model
-    while isinstance(fn, functools.partial):
-        kw = {**fn.keywords, **kw}
-        fn = fn.func
-    kw.update(getattr(run, "_kwargs", None) or {})
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
-    for name, p in params.items():
-        if p.default is not inspect.Parameter.empty:
-            kw.setdefault(name, p.default)
-    out = {}
-    if "N1" in kw:
-        out["N1"] = kw["N1"]
-    for name in ("T", "lambda0", "lambda1", "depth"):
-        if name in kw:
-            out[name] = kw[name]
-    if "lambdas" in kw:  # mlp: one number for all layers, or one per hidden layer then the readout
-        lams = np.broadcast_to(np.atleast_1d(np.asarray(kw["lambdas"], dtype=float)), (int(kw.get("depth", 1)) + 1,))
-        hidden = lams[:-1]
-        out["lambda0"] = float(hidden[0]) if np.all(hidden == hidden[0]) else tuple(hidden)
-        out["lambda1"] = float(lams[-1])
-    if "activation" in kw:
-        out["activation"] = _activation_name(kw["activation"])
-    return out
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    a, b = np.atleast_1d(np.asarray(a, dtype=float)), np.atleast_1d(np.asarray(b, dtype=float))
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-9, atol=0))
-
-
-def check_match(first: dict, second: dict, first_name: str = "the fit", second_name: str = "the run") -> None:
-    """Refuse two sets of hyperparameters that differ where both say: a ValueError listing every difference.
-
-    Parameters
-    ----------
-    first, second : dict
-        Hyperparameters by name (:func:`fit_settings`, :func:`run_settings`, :meth:`Spec.hyperparameters`).
-    first_name, second_name : str
-        What each is, for the message.
-
-    Raises
-    ------
-    ValueError
-        Where a hyperparameter of :data:`MATCHED` differs.
-    """
-    diffs = [f"{k}: {first[k]!r} in {first_name}, {second[k]!r} in {second_name}" for k in MATCHED
-             if k in first and k in second and not _same(first[k], second[k])]
-    if diffs:
-        raise ValueError(f"{first_name} and {second_name} are of different networks ({'; '.join(diffs)}): solve the "
-                         "theory with the run's hyperparameters (rp.Spec(...).theory() and rp.Spec(...).kernel() "
-                         "share them)")
-
-
-__all__ = ["Spec", "check_match", "fit_settings", "run_settings", "MATCHED"]
+__all__ = ["Spec", "NotSettledWarning"]

@@ -31,6 +31,7 @@ ALLOWED = {
     "experiments": {"architectures", "baselines", "datasets", "diagnostics", "infer", "models", "network", "observables",
                     "plots", "progress", "readout", "theory"},
     "cli": {"datasets", "experiments"},
+    "spec": {"_checks", "architectures", "diagnostics", "infer", "network", "observables", "readout"},
 }
 
 

@@ -54,7 +54,7 @@ def test_the_model_has_the_data_and_hyperparameters_bound(data, spec):
 def test_the_recommended_kernel_runs_in_plain_mcmc_and_compares_as_a_table(spec, run):
     table = spec.compare(run)
     assert list(table.index) == ["eps_g", "overlap[0,0]", "overlap[0,1]", "overlap[1,1]"]
-    assert list(table.columns) == ["mean", "mcse", "ess", "r_hat", "settled", "theory", "delta", "z"]
+    assert list(table.columns) == ["mean", "mcse", "ess", "r_hat", "theory", "delta", "z"]
     assert table["r_hat"].max() < 1.1 and (table["ess"] > 50).all()
     fit = spec.theory()
     np.testing.assert_allclose(table.loc["overlap[1,1]", "theory"], fit.readout_overlap[1, 1])
@@ -88,6 +88,15 @@ def test_a_run_of_another_network_is_refused(data, spec, run):
         rp.diagnostics.compare(mcmc, spec.theory(), data.X_test, data.Y_test)
 
 
+def test_a_drifting_run_warns_that_it_has_not_settled(spec, run):
+    """Samples whose eps_g climbs through the run (an unsettled chain) are compared with a warning naming it."""
+    samples = {k: np.asarray(v) for k, v in run.get_samples(group_by_chain=True).items()}
+    n = samples["eps_g"].shape[1]
+    samples["eps_g"] = samples["eps_g"] + np.linspace(0, 0.5, n) * samples["eps_g"].mean()
+    with pytest.warns(rp.spec.NotSettledWarning, match="eps_g"):
+        spec.compare(samples)
+
+
 def test_a_fit_on_other_data_is_refused(spec):
     other = rp.datasets.synthetic(P=30, P_test=60, N0=8, D=2, teacher="linear", seed=4)
     with pytest.raises(ValueError, match="other training data"):
@@ -101,9 +110,9 @@ def test_run_settings_reads_partials_run_keywords_and_defaults():
         sampler = NUTS(model)
         _kwargs = {"T": 0.3}
 
-    s = rp.spec.run_settings(Run())
+    s = rp.diagnostics.matching.run_settings(Run())
     assert s == dict(N1=4, T=0.3, lambda0=(1.0, 2.0), lambda1=3.0, depth=2, activation="erf")
-    assert rp.spec.run_settings({"eps_g": np.zeros(3)}) == {}
+    assert rp.diagnostics.matching.run_settings({"eps_g": np.zeros(3)}) == {}
 
 
 @pytest.mark.parametrize("kw, message", [

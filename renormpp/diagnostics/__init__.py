@@ -20,7 +20,7 @@ from ..mcstats import (BLOCKS, DRIFT_Z, ESTIMATORS, FALSE_ALARM, MAX_ACCEPT_FALL
                        scalar_series, states, thermalization_cut)
 from .comparison import Z_AGREE, compare, does_not_apply, summary, theory_fit, verdict, why_not
 from .convert import to_datatree
-from . import kernel
+from . import kernel, matching
 from .extrapolation import Extrapolation, extrapolate
 
 __all__ = [

@@ -10,6 +10,7 @@ import numpy as np
 from .. import theory
 from ..mcstats import (FALSE_ALARM, chain_spread, drift, equilibrium_z, error_of_mean, rhat, sampler_health)
 from .convert import _observable_draws, _sampler_stats, chain_starts
+from .matching import check_match, fit_settings, run_settings
 
 #: a theory "agrees" with the sampled mean where |z| is below this (and the error bar is reliable)
 Z_AGREE = 3.0
@@ -85,6 +86,9 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     """
     import xarray as xr
 
+    settings = run_settings(samples_or_datatree)  # an MCMC says what it ran; samples do not
+    if settings:
+        check_match(fit_settings(fit), settings, "the fit", "the run")
     obs = _observable_draws(samples_or_datatree, fit, X_test, Y_test)
     starts = list(starts) if starts is not None else chain_starts(samples_or_datatree)
     D = obs["overlap"].shape[-1]
