@@ -3,6 +3,7 @@ fix" or dated history), and the public API's docstrings are numpydoc, so that th
 ``docstring_style: numpy`` in mkdocs.yml) show a parameter table naming every parameter of the signature."""
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -32,7 +33,13 @@ renormpp.observables.default renormpp.observables.evaluate
 renormpp.readout.gibbs_fn renormpp.readout.rao_blackwell
 renormpp.diagnostics.gamma_method renormpp.diagnostics.blocking renormpp.diagnostics.ess_error
 renormpp.diagnostics.to_datatree renormpp.diagnostics.kernel.measure renormpp.diagnostics.kernel.diagnose
-renormpp.diagnostics.states
+renormpp.diagnostics.states renormpp.diagnostics.error_of_mean renormpp.diagnostics.thermalization_cut
+renormpp.diagnostics.drift renormpp.diagnostics.chain_spread renormpp.diagnostics.rhat renormpp.diagnostics.converged
+renormpp.diagnostics.relaxation renormpp.diagnostics.scalar_series renormpp.diagnostics.equilibrium_z
+renormpp.diagnostics.sampler_health renormpp.diagnostics.acceptance_fell renormpp.diagnostics.describe_sampler
+renormpp.diagnostics.extrapolate
+renormpp.infer.Chains.init renormpp.infer.Chains.run renormpp.infer.AdaptiveWarmup.of
+renormpp.infer.AdaptiveWarmup.running renormpp.infer.AdaptiveWarmup.update
 renormpp.kernels.nngp
 renormpp.datasets.synthetic renormpp.datasets.mnist renormpp.datasets.cifar10
 renormpp.plots.architectures_vs_N1 renormpp.plots.autocorr renormpp.plots.discrepancy_vs_N1 renormpp.plots.ess
@@ -109,6 +116,20 @@ def test_the_history_pattern_finds_each_kind(text):
                                   "ends before the fixed one would"])
 def test_the_history_pattern_leaves_plain_text(text):
     assert not HISTORY.search(text)
+
+
+def test_no_docstring_holds_a_control_character_from_an_unescaped_backslash():
+    """A docstring that is not raw turns ``\\tau`` into a tab and ``\\rm`` into a carriage return: the API pages
+    then show broken mathematics. Such docstrings must be raw (``r\"\"\"...``)."""
+    found = []
+    for path in sorted((ROOT / "renormpp").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False) or ""
+                bad = sorted({repr(c) for c in doc if c in "\t\r\b\a\f\v"})
+                if bad:
+                    found.append(f"{path.relative_to(ROOT)}: {getattr(node, 'name', '<module>')} holds {bad}")
+    assert not found, "\n".join(found)
 
 
 # ---- (b) numpydoc sections of the public API ----------------------------------------------------------------------

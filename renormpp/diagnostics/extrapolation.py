@@ -21,7 +21,22 @@ class Extrapolation:
 
 def extrapolate(x, y, error) -> Extrapolation:
     """Fit :math:`y = a + b x` to points with standard errors ``error`` and extrapolate to x = 0 (e.g. the deviation
-    of the sampled finite networks from a theory against 1/N1: ``a`` is its value in the limit N1 -> infinity)."""
+    of the sampled finite networks from a theory against 1/N1: ``a`` is its value in the limit N1 -> infinity).
+
+    Parameters
+    ----------
+    x : array_like
+        The abscissae, e.g. 1/N1.
+    y : array_like
+        The values.
+    error : array_like
+        Their standard errors.
+
+    Returns
+    -------
+    Extrapolation
+        ``intercept`` (the value at x = 0) and ``slope`` with their errors, and ``chi2_dof``.
+    """
     x, y, error = (np.asarray(v, dtype=float) for v in (x, y, error))
     ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(error) & (error > 0)
     x, y, error = x[ok], y[ok], error[ok]

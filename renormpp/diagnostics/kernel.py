@@ -229,7 +229,7 @@ def alignment(K, Y) -> float:
 
 @dataclass(frozen=True)
 class KernelDiagnosis:
-    """What the posterior did to the hidden kernel at one point (:func:`diagnose`).
+    r"""What the posterior did to the hidden kernel at one point (:func:`diagnose`).
 
     ``k`` (n,): the top eigenvalues of K, ``r``/``r_err``: the measured ratios along their eigenvectors,
     ``r_theory``: as the exact theory predicts them (H2), ``z``: (r - r_theory)/r_err; ``alignment`` of K, the
@@ -273,7 +273,7 @@ class KernelDiagnosis:
 
     @property
     def deviation(self) -> float:
-        """The largest relative deviation :math:`|r_k/r_k^{\rm theory} - 1|` over the top directions."""
+        r"""The largest relative deviation :math:`|r_k/r_k^{\rm theory} - 1|` over the top directions."""
         return float(np.max(np.abs(self.r / self.r_theory - 1.0)))
 
     def verdict(self) -> str:

@@ -100,7 +100,26 @@ class Chains:
 
     def init(self, rng_key, num_warmup: int, *model_args, init_params=None, **model_kwargs):
         """The initial state of every chain (leading axis: chain). ``init_params`` (one per chain, stacked)
-        replaces the sampler's initialization."""
+        replaces the sampler's initialization.
+
+        Parameters
+        ----------
+        rng_key : jax.Array
+            The key of the run; each chain gets its own.
+        num_warmup : int
+            The warmup draws (the sampler's adaptation schedule).
+        *model_args
+            The model's arguments, e.g. ``X, Y``.
+        init_params : pytree, optional
+            Initial parameters, one per chain, stacked.
+        **model_kwargs
+            The model's keyword arguments, e.g. ``N1=100``.
+
+        Returns
+        -------
+        state
+            The sampler's state, with a leading chain axis.
+        """
         keys = jax.random.split(rng_key, self.num_chains)
         if self.chain_method == "vectorized":
             state = self.sampler.init(keys, num_warmup, init_params, model_args, model_kwargs)
@@ -165,7 +184,32 @@ class Chains:
         ``offset`` (draws made before this block) and ``cell`` place the block's draws on the grid of the
         accumulated sums (:class:`Accumulator`; at most ``pieces`` cells per block; default: the block is one
         cell); ``summing=False``: the block sums nothing (:attr:`sums` None; the warmup's draws, whose sums nobody
-        keeps)."""
+        keeps).
+
+        Parameters
+        ----------
+        state
+            The chains' state, from :meth:`init` or the last block.
+        num_draws : int
+            The draws of this block.
+        length : int, optional
+            The iterations the block is compiled for (at least ``num_draws``).
+        offset : int, default 0
+            The draws made before this block.
+        cell : int, optional
+            The draws per cell of the accumulated sums.
+        summing : bool, default True
+            Whether the block adds to the accumulated sums.
+
+        Returns
+        -------
+        state
+            The chains' state after the block.
+        draws : dict
+            The sample field per draw, numpy arrays (chain, draw, ...).
+        stats : dict
+            The ``extra_fields`` per draw, (chain, draw, ...).
+        """
         if self._block is None:
             raise RuntimeError("call init first: it binds the model arguments and compiles the block")
         num_draws = int(num_draws)

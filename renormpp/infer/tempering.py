@@ -247,7 +247,7 @@ class ReplicaExchange(MCMCKernel):
 
 
 def _log_swap_ratio(betas, L):
-    """The log Metropolis ratio of swapping rungs r and r + 1, :math:`(\beta_r - \beta_{r+1})(L_r - L_{r+1})`, per
+    r"""The log Metropolis ratio of swapping rungs r and r + 1, :math:`(\beta_r - \beta_{r+1})(L_r - L_{r+1})`, per
     chain (rows of ``L``, the -log-likelihood at each rung)."""
     return (betas[:-1] - betas[1:]) * (L[:, :-1] - L[:, 1:])
 

@@ -114,7 +114,21 @@ class AdaptiveWarmup:
     @classmethod
     def of(cls, chains, num_warmup: int, history: tuple[dict, dict] | None = None) -> "AdaptiveWarmup":
         """The adaptive warmup of :class:`~.chains.Chains` ``chains`` (vectorized chains that pool their adaptation
-        learn a mass window's positions from all of them at once)."""
+        learn a mass window's positions from all of them at once).
+
+        Parameters
+        ----------
+        chains : Chains
+            The chains whose warmup it watches.
+        num_warmup : int
+            The fixed schedule's length, the bound.
+        history : tuple of (dict, dict), optional
+            ``(draws, stats)`` of the warmup draws made before (a resumed run).
+
+        Returns
+        -------
+        AdaptiveWarmup
+        """
         sampler = chains.sampler
         pooled = sampler.pools_adaptation and chains.chain_method == "vectorized"
         return cls(sampler, num_warmup, pooled_chains=chains.num_chains if pooled else 1, history=history)
@@ -129,10 +143,36 @@ class AdaptiveWarmup:
         return int(np.max(np.asarray(state.i)))
 
     def running(self, state) -> bool:
+        """Whether the chains of ``state`` are still in their warmup (its end, as the schedule stands now).
+
+        Parameters
+        ----------
+        state
+            The chains' state.
+
+        Returns
+        -------
+        bool
+        """
         return self.done(state) < self.schedule(state)[2]
 
     def update(self, state, draws: dict, stats: dict):
-        """The state with its schedule moved after a block of warmup draws (the same state if nothing changes)."""
+        """The state with its schedule moved after a block of warmup draws (the same state if nothing changes).
+
+        Parameters
+        ----------
+        state
+            The chains' state after the block.
+        draws : dict
+            The block's recorded observables, arrays (chain, draw, ...).
+        stats : dict
+            The block's ``step_size`` per draw (chain, draw).
+
+        Returns
+        -------
+        state
+            The state, its schedule moved where a phase has done its job.
+        """
         self._remember(draws, stats)
         n = self.done(state)
         start, stop, end = self.schedule(state)

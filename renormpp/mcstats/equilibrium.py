@@ -31,7 +31,18 @@ DRIFT_Z = 3.0
 def equilibrium_z(family: int = 1) -> float:
     """|z| above which an equilibrium test raises its alarm when ``family`` series are judged together (the
     quantities of one run): Bonferroni's, so that the chance of any false alarm among them stays
-    :data:`FALSE_ALARM`. 3 for one series, 4.06 for the 56 quantities of a D = 10 run."""
+    :data:`FALSE_ALARM`. 3 for one series, 4.06 for the 56 quantities of a D = 10 run.
+
+    Parameters
+    ----------
+    family : int, default 1
+        The number of series judged together.
+
+    Returns
+    -------
+    float
+        The threshold on |z|.
+    """
     from scipy.stats import norm
 
     if family < 1:
@@ -69,7 +80,24 @@ def drift(series, cut="auto", first: float = 0.1, last: float = 0.5) -> Drift:
 
     In equilibrium z is about standard normal; :attr:`Drift.drifting` (|z| > :data:`DRIFT_Z`) flags a series whose
     mean still moves, so that its mean and error bar describe a moving target: sample longer, or cut more. z is NaN
-    where a part has no error (a frozen chain, flagged elsewhere) or the series is too short (fewer than 8 draws)."""
+    where a part has no error (a frozen chain, flagged elsewhere) or the series is too short (fewer than 8 draws).
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw) or (draw,)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`~.errors.thermalization_cut`.
+    first : float, default 0.1
+        The fraction of the draws at the start compared.
+    last : float, default 0.5
+        The fraction of the draws at the end compared.
+
+    Returns
+    -------
+    Drift
+        z, and whether it is beyond :data:`DRIFT_Z`.
+    """
     if not (0 < first < 1 and 0 < last < 1 and first + last <= 1):
         raise ValueError(f"need 0 < first, 0 < last and first + last <= 1; got first={first}, last={last}")
     x, cut = _apply_cut(series, cut)
@@ -108,7 +136,20 @@ def rhat(series, cut="auto") -> float:
     r"""The rank-normalized split-:math:`\hat R` of ``series`` (chain, draw) after the thermalization ``cut``
     (``arviz.rhat``; Vehtari et al. 2021): the spread of the means of the chains' halves against the spread within them.
     Near 1 when every chain samples the same distribution. One chain is split into two. NaN for a series too short
-    (fewer than 8 draws per chain). Reported, not used to judge (:data:`RHAT_MAX`, :func:`chain_spread`)."""
+    (fewer than 8 draws per chain). Reported, not used to judge (:data:`RHAT_MAX`, :func:`chain_spread`).
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw) or (draw,)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`~.errors.thermalization_cut`.
+
+    Returns
+    -------
+    float
+        :math:`\hat R`.
+    """
     import arviz as az
 
     x = _chains_or_halves(_apply_cut(series, cut)[0])
@@ -149,7 +190,22 @@ def chain_spread(series, cut="auto", groups=None) -> ChainSpread:
 
     ``groups``: a label per chain (e.g. the kind of start of each, :mod:`renormpp.infer.starts`): then the means
     compared are those of the groups, each over all its chains with its own error, so that chains that agree within
-    a group and sit apart from another group's (a trap each kind of start falls into) are found apart."""
+    a group and sit apart from another group's (a trap each kind of start falls into) are found apart.
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw)
+        The Monte Carlo series of one quantity, one row per chain.
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`~.errors.thermalization_cut`.
+    groups : sequence, optional
+        A label per chain; the means compared are then the groups'.
+
+    Returns
+    -------
+    ChainSpread
+        chi2, its degrees of freedom and upper-tail p, and the means compared with their errors.
+    """
     from scipy.stats import chi2 as chi2_dist
 
     x, cut = _apply_cut(series, cut)
@@ -223,7 +279,19 @@ def relaxation(series: list) -> Relaxation:
     deviations over 25 draws, a drift of 6 standard deviations and chains held 4 standard deviations apart are
     caught at every check; a drift of 3 standard deviations, at the resolution of ~6 independent draws per chain,
     at 35-66% (``tests/test_mcstats.py``). One chain: the drift test alone. A series that does not vary in its
-    last half (a frozen chain, flagged elsewhere) is left out; with none left, the family is not relaxed."""
+    last half (a frozen chain, flagged elsewhere) is left out; with none left, the family is not relaxed.
+
+    Parameters
+    ----------
+    series : list of array_like
+        The series of one run, each (chain, draw), over the same draws.
+
+    Returns
+    -------
+    Relaxation
+        The shared autocorrelation times, each series' drift z and chain-spread p, and whether the family is
+        relaxed.
+    """
     from scipy.stats import f as f_dist
 
     x = np.stack([_as_chains(s) for s in series])  # (series, chain, draw)
@@ -250,7 +318,18 @@ def relaxation(series: list) -> Relaxation:
 
 def scalar_series(draws: dict) -> dict:
     """The quantities a run is judged on, each a series (chain, draw): ``eps_g`` and ``overlap[a,b]`` for a <= b, from
-    ``draws`` ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}`` (the names of :func:`compare`)."""
+    ``draws`` ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}`` (the names of :func:`compare`).
+
+    Parameters
+    ----------
+    draws : dict
+        ``{"eps_g": (chain, draw), "overlap": (chain, draw, D, D)}``.
+
+    Returns
+    -------
+    dict
+        ``{name: (chain, draw)}``, one series per quantity.
+    """
     overlap = np.asarray(draws["overlap"])
     D = overlap.shape[-1]
     return {"eps_g": np.asarray(draws["eps_g"])} | {f"overlap[{a},{b}]": overlap[..., a, b]
@@ -263,7 +342,23 @@ def converged(estimate: ErrorEstimate, series, family: int = 1, groups=None) -> 
     at the threshold for ``family`` series judged together (:func:`equilibrium_z`: the chance of a false alarm among
     all of them is :data:`FALSE_ALARM`). The stop on accuracy of ``renormpp run`` asks this of every quantity, with
     ``family`` the number of quantities. ``groups`` (a label per chain: its kind of start) adds the same test between
-    the groups (:func:`chain_spread`): chains from different kinds of start must agree too."""
+    the groups (:func:`chain_spread`): chains from different kinds of start must agree too.
+
+    Parameters
+    ----------
+    estimate : ErrorEstimate
+        The error estimate of ``series`` (its ``cut`` is used).
+    series : array_like, shape (chain, draw)
+        The series.
+    family : int, default 1
+        The number of series judged together.
+    groups : sequence, optional
+        A label per chain (its kind of start).
+
+    Returns
+    -------
+    bool
+    """
     spread = chain_spread(series, cut=estimate.cut)
     dz = drift(series, cut=estimate.cut).z
     starts_agree = groups is None or len(set(groups)) < 2 or not chain_spread(series, estimate.cut, groups).apart(family)

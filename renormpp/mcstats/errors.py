@@ -95,13 +95,27 @@ def _tau_quick(x: np.ndarray) -> float:
 
 
 def thermalization_cut(series, max_fraction: float = 0.5, candidates: int = 40) -> int:
-    """Draws to drop from the start of each chain: the cut that maximizes the effective sample size.
+    r"""Draws to drop from the start of each chain: the cut that maximizes the effective sample size.
 
     The rule of Chodera (J. Chem. Theory Comput. 12, 1799, 2016): a transient both shifts the mean and
     inflates the apparent autocorrelation, so the cut d maximizing :math:`(n-d)/\tau_{\rm int}(d)` of the
     remaining draws removes it. ``candidates`` cuts are tried, evenly spaced up to ``max_fraction`` of the
     chain; long chains are block-averaged to at most 100,000 points for the search. The chains share one
     cut, computed on the pooled autocorrelation.
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw) or (draw,)
+        The Monte Carlo series of one quantity, one row per chain.
+    max_fraction : float, default 0.5
+        The largest cut tried, as a fraction of the chain.
+    candidates : int, default 40
+        The number of cuts tried.
+
+    Returns
+    -------
+    int
+        The draws to drop from the start of every chain.
     """
     x = _as_chains(series)
     n = x.shape[1]
@@ -336,7 +350,26 @@ ESTIMATORS = {"gamma": gamma_method, "blocking": blocking, "ess": ess_error}
 
 
 def error_of_mean(series, method: str = "gamma", cut="auto") -> ErrorEstimate:
-    """Dispatch to :func:`gamma_method`, :func:`blocking` or :func:`ess_error`."""
+    """Dispatch to :func:`gamma_method`, :func:`blocking` or :func:`ess_error`.
+
+    Parameters
+    ----------
+    series : array_like, shape (chain, draw) or (draw,)
+        The Monte Carlo series of one quantity, one row per chain.
+    method : {"gamma", "blocking", "ess"}
+        The estimator (:data:`ESTIMATORS`).
+    cut : int or "auto", default "auto"
+        Draws dropped from the start of each chain; "auto" is :func:`~.errors.thermalization_cut`.
+
+    Returns
+    -------
+    ErrorEstimate
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, or a cut that leaves fewer than 4 draws per chain.
+    """
     try:
         return ESTIMATORS[method](series, cut=cut)
     except KeyError:

@@ -44,7 +44,21 @@ class SamplerHealth:
 def sampler_health(stats: dict | None = None, series=None, *, warn: bool = True) -> SamplerHealth:
     """Check the sampler statistics ``stats`` (``accept_prob`` and/or ``diverging``, axes (chain, draw), after the
     warmup) and an observable ``series`` (chain, draw) that a moving chain changes; a :class:`SamplerWarning` lists
-    the problems."""
+    the problems.
+
+    Parameters
+    ----------
+    stats : dict, optional
+        ``accept_prob`` and/or ``diverging``, axes (chain, draw), after the warmup.
+    series : array_like, shape (chain, draw), optional
+        An observable that a moving chain changes (a frozen chain is one where it does not).
+    warn : bool, default True
+        Issue the :class:`SamplerWarning` where there are problems.
+
+    Returns
+    -------
+    SamplerHealth
+    """
     stats = stats or {}
     problems = []
     acc = div = None
@@ -83,7 +97,21 @@ def acceptance_fell(accept_prob, fall: float = MAX_ACCEPT_FALL, min_draws: int =
     do; None otherwise (or for fewer than ``min_draws`` draws per chain). The kernel is fixed after the warmup, so a
     falling acceptance means the chains moved on into a stiffer region than the one the warmup learned its step and
     mass in (Fig. 1a at α = 10 after a warmup of 200 draws: 0.80 at its end, 0.53 over the first tenth of the next
-    11 000 draws, 0.12 over the last quarter), and the step is too large there."""
+    11 000 draws, 0.12 over the last quarter), and the step is too large there.
+
+    Parameters
+    ----------
+    accept_prob : array_like, shape (chain, draw)
+        The acceptance probability of each draw after the warmup.
+    fall : float, default MAX_ACCEPT_FALL
+        The fall that counts.
+    min_draws : int, default 200
+        The fewest draws per chain judged.
+
+    Returns
+    -------
+    str or None
+    """
     if accept_prob is None:
         return None
     a = np.asarray(accept_prob, dtype=float)
@@ -106,7 +134,19 @@ def describe_sampler(sampler, state) -> str:
     """The sampler and its (adapted) step, in words, for the comparison and the report: the kernel's own
     ``describe(state)`` where it has one (the Langevin kernels of :mod:`renormpp.infer`), else the class name of the
     kernel (inside :class:`renormpp.infer.Observed`) and the step size its warmup adapted, e.g.
-    ``"NUTS, adapted step_size=0.0123"``."""
+    ``"NUTS, adapted step_size=0.0123"``.
+
+    Parameters
+    ----------
+    sampler : numpyro.infer.mcmc.MCMCKernel
+        The kernel.
+    state : object
+        Its state after the warmup.
+
+    Returns
+    -------
+    str
+    """
     if hasattr(sampler, "describe"):
         return sampler.describe(state)
     step = getattr(getattr(state, "adapt_state", None), "step_size", None)

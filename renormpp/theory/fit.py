@@ -22,13 +22,34 @@ from .prediction import FitShape, Prediction
 class TheoryFit(FitShape):
     """Result of :func:`solve`: the order parameter Q* and everything predicted from it.
 
-    Attributes: ``Q`` (D, D); ``converged`` (``exact`` and ``corrected``: the gradient norm reached ``gtol``;
-    ``one_loop``: the perturbative Q is positive definite; always True for ``infinite_width``: the method record's
-    ``convergence``, :mod:`renormpp.theory.methods`); ``depth``, the number
-    of hidden layers L (of width ``N1``; ``lambda0`` their prior precision, one or L numbers); ``grad_norm``
-    (Frobenius norm of the action's gradient at Q; for ``one_loop`` it measures how far the perturbative Q is from
-    the saddle point); ``action``; ``method``; ``n_iter``; ``Q_mean`` (D, D), the order parameter of the mean part
-    of a non-odd activation's kernel, R (:mod:`renormpp.theory.nonodd`), equal to Q for odd activations.
+    Attributes
+    ----------
+    Q : numpy.ndarray, shape (D, D)
+        The order parameter.
+    converged : bool
+        ``exact`` and ``corrected``: the gradient norm reached ``gtol``; ``one_loop``: the perturbative Q is positive
+        definite; always True for ``infinite_width`` (the method record's ``convergence``,
+        :mod:`renormpp.theory.methods`).
+    grad_norm : float
+        Frobenius norm of the action's gradient at Q; for ``one_loop`` it measures how far the perturbative Q is
+        from the saddle point.
+    action : float
+        The action S at Q.
+    method : str
+        The theory method, a name of :data:`~renormpp.theory.METHODS`.
+    n_iter : int
+        Iterations of the minimization.
+    N1, T, lambda0, lambda1, activation
+        The network and its priors, as given to :func:`solve` (``lambda0``: one or L numbers).
+    X : numpy.ndarray, shape (P, N0)
+        The training inputs.
+    spectrum : Spectrum
+        The eigendecomposition of the training kernel, shared by every refit.
+    Q_mean : numpy.ndarray, shape (D, D)
+        The order parameter of the mean part of a non-odd activation's kernel, R (:mod:`renormpp.theory.nonodd`),
+        equal to Q for odd activations.
+    depth : int
+        The number of hidden layers L, each of width ``N1``.
     """
 
     Q: np.ndarray

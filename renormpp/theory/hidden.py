@@ -52,7 +52,7 @@ def _check_covered(fit) -> None:
 
 
 def tilt(spec: Spectrum, Q, T: float, lambda1: float, N1: float) -> np.ndarray:
-    """:math:`V^\top G V` of (H2), (P, P): G of (H1) in the eigenbasis V of the kernel ``spec``, at order parameter Q."""
+    r""":math:`V^\top G V` of (H2), (P, P): G of (H1) in the eigenbasis V of the kernel ``spec``, at order parameter Q."""
     Q = np.asarray(Q)
     q, U = np.linalg.eigh(Q)
     mq = 1.0 / (T + (spec.k / lambda1)[:, None] * q[None, :])  # eigenvalues of M_mu in the basis U of Q

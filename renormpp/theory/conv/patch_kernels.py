@@ -50,7 +50,7 @@ class PatchKernels:
         return self.conv.extract(X) / (self.conv.patch * np.sqrt(self.lambda0))
 
     def block(self, i: int, j: int) -> np.ndarray:
-        """:math:`K_{ij}` (P, P) on the training images (the held block, or computed; :math:`K_{ji}^\top` for i > j)."""
+        r""":math:`K_{ij}` (P, P) on the training images (the held block, or computed; :math:`K_{ji}^\top` for i > j)."""
         if i > j:
             return self.block(j, i).T
         k = int(np.flatnonzero((self.ip == i) & (self.jp == j))[0])
