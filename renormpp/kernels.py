@@ -97,7 +97,25 @@ def nngp(X1, X2=None, *, lambda0: float | Sequence[float] = 1.0, activation: Act
 
 def nngp_diag(X, *, lambda0: float | Sequence[float] = 1.0, activation: ActivationLike = "erf", depth: int = 1,
               order: int = 64):
-    """Diagonal :math:`K^{(L)}(x, x)` for each row of X, shape (n,), without forming the n x n matrix."""
+    """Diagonal :math:`K^{(L)}(x, x)` for each row of X, shape (n,), without forming the n x n matrix.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, N0)
+        Inputs.
+    lambda0 : float or sequence of float, default 1.0
+        Prior precision of the hidden-layer weights, as for :func:`nngp`.
+    activation : str or callable, default "erf"
+        As for :func:`nngp`.
+    depth : int, default 1
+        Number of hidden layers L.
+    order : int, default 64
+        Gauss-Hermite nodes, for activations without a closed form.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+    """
     act = get_activation(activation)
     lams = hidden_lambdas(lambda0, depth)
     X = _as_inputs(X, "X")
@@ -112,7 +130,23 @@ def nngp_diag(X, *, lambda0: float | Sequence[float] = 1.0, activation: Activati
 def nngp_mean(X, *, lambda0: float = 1.0, activation: ActivationLike = "erf", order: int = 64):
     r"""The mean feature :math:`m(x) = \mathbb E[\sigma(h(x))]`, :math:`h(x) \sim \mathcal N(0, C(x, x))`, for each row of
     X, shape (n,): zero for odd activations. One hidden layer. The non-odd theory's mean kernel is
-    :math:`M = m m^\top`, and :math:`K - M` is the covariance of the features."""
+    :math:`M = m m^\top`, and :math:`K - M` is the covariance of the features.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, N0)
+        Inputs.
+    lambda0 : float, default 1.0
+        Prior precision of the hidden-layer weights.
+    activation : str or callable, default "erf"
+        As for :func:`nngp`.
+    order : int, default 64
+        Gauss-Hermite nodes, for activations without a closed form.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+    """
     act = get_activation(activation)
     (lam,) = hidden_lambdas(lambda0, 1)
     X = _as_inputs(X, "X")

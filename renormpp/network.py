@@ -178,7 +178,22 @@ ActivationLike = Union[str, Callable, Activation]
 
 def get_activation(activation: ActivationLike) -> Activation:
     """The :class:`Activation` of a name in :data:`ACTIVATIONS`, or of an elementwise function (kernel map by
-    quadrature, parity checked on a grid); an :class:`Activation` is returned as it is."""
+    quadrature, parity checked on a grid); an :class:`Activation` is returned as it is.
+
+    Parameters
+    ----------
+    activation : str, callable or Activation
+        A name of :data:`ACTIVATIONS`, an elementwise function, or an :class:`Activation`.
+
+    Returns
+    -------
+    Activation
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
     if isinstance(activation, Activation):
         return activation
     if isinstance(activation, str) and activation in ACTIVATIONS:
@@ -236,6 +251,19 @@ def hidden(params: dict, X, activation: ActivationLike = "erf"):
 
     Each layer is :math:`\sigma(h W^\top/\sqrt{\text{fan-in}} [+ b])`; ``params`` holds ``w`` (``w0 …``) and
     optionally ``b`` (``b0 …``), as :func:`layer_sites` and :func:`bias_sites` name them.
+
+    Parameters
+    ----------
+    params : dict
+        One draw's sites: ``w`` (``w0 …``), optionally ``b`` (``b0 …``), and for the outputs ``v`` (and ``c``).
+    X : array_like, shape (P, N0)
+        Inputs, one per row.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`get_activation`).
+
+    Returns
+    -------
+    jax.Array, shape (P, N1)
     """
     act = get_activation(activation).fn
     depth = depth_of(params)
@@ -274,6 +302,19 @@ def conv_hidden(params: dict, X, activation: ActivationLike = "erf"):
     (channel-major: feature c n_p + i). The readout :math:`f(x) = v\,\phi(x)/\sqrt{C n_p}` (:func:`forward`) takes
     v as (D, C, n_p) or (D, C n_p). The geometry is read off the shapes (:func:`conv_geometry`), as :func:`hidden`
     reads the depth off ``params``.
+
+    Parameters
+    ----------
+    params : dict
+        One draw's filters ``w`` (C, m²).
+    X : array_like, shape (P, s*s)
+        Images, one per row.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`get_activation`).
+
+    Returns
+    -------
+    jax.Array, shape (P, C n_p)
     """
     w = params["w"]
     geometry = conv_geometry(X.shape[-1], w.shape[-1])
@@ -285,7 +326,23 @@ def forward(params: dict, X, activation: ActivationLike = "erf", features: Calla
     r"""Network outputs :math:`f(X) = v\,\phi(X)/\sqrt{n}\,[+\,c]` of shape (P, D) for one draw ``params``:
     :math:`\phi = h^{(L)}` (:func:`hidden`, n = N1) for the fully connected network, or another architecture's
     ``features`` (:mod:`renormpp.architectures`; :func:`conv_hidden`, n = C n_p). The readout ``v`` is (D, n), or
-    (D, ...) with n entries per output (the CNN's (D, C, n_p))."""
+    (D, ...) with n entries per output (the CNN's (D, C, n_p)).
+
+    Parameters
+    ----------
+    params : dict
+        One draw's sites: ``w`` (``w0 …``), optionally ``b`` (``b0 …``), and for the outputs ``v`` (and ``c``).
+    X : array_like, shape (P, N0)
+        Inputs, one per row.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`get_activation`).
+    features : callable, default hidden
+        ``features(params, X, activation)``, what the readout sees.
+
+    Returns
+    -------
+    jax.Array, shape (P, D)
+    """
     v = params["v"]
     phi = features(params, X, activation)
     f = phi @ v.reshape(v.shape[0], -1).T / np.sqrt(phi.shape[-1])

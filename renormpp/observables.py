@@ -39,7 +39,24 @@ def check_outputs(params: dict, Y, name: str = "Y_test") -> None:
 
 def eps_g(X_test, Y_test, activation: ActivationLike = "erf", features: Callable = hidden) -> Callable:
     """The generalization error of one draw: the mean over the test set of ||y0 - f(x0)||^2 (``features``: what the
-    readout sees, :func:`renormpp.network.forward`)."""
+    readout sees, :func:`renormpp.network.forward`).
+
+    Parameters
+    ----------
+    X_test : array_like, shape (P0, N0)
+        Test inputs.
+    Y_test : array_like, shape (P0, D)
+        Test labels.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`renormpp.network.get_activation`).
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees (:func:`renormpp.network.conv_hidden` for the CNN).
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> float``.
+    """
     X_test, Y_test = (jnp.asarray(a) for a in data_pair(X_test, Y_test, "X_test", "Y_test", "P0"))
 
     def fn(params):
@@ -54,7 +71,13 @@ def eps_g(X_test, Y_test, activation: ActivationLike = "erf", features: Callable
 def overlap() -> Callable:
     """The readout overlaps v v^T / n of one draw, shape (D, D), n the number of features the readout sees: N1 for the
     fully connected network; C n_p for the convolutional one, whose v (D, C, n_p) is flattened, so that its overlap is
-    the mean over patches of the local overlaps v_{a,.,i} . v_{b,.,i} / C (:mod:`renormpp.readout`'s normalization)."""
+    the mean over patches of the local overlaps v_{a,.,i} . v_{b,.,i} / C (:mod:`renormpp.readout`'s normalization).
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> (D, D)``.
+    """
 
     def fn(params):
         v = params["v"].reshape(params["v"].shape[0], -1)
@@ -66,7 +89,18 @@ def overlap() -> Callable:
 def local_overlap(n_patches: int) -> Callable:
     r"""The CNN's local readout overlaps of one draw, :math:`\sum_c v_{a,c,i}v_{b,c,j}/C`, shape (D, n_p, D, n_p) (v is
     (D, C, n_p), or (D, C n_p) channel-major); their mean is :math:`Q^*_{(ai),(bj)}/\lambda_1`
-    (:attr:`renormpp.theory.ConvFit.local_overlap`), their patch average :func:`overlap`."""
+    (:attr:`renormpp.theory.ConvFit.local_overlap`), their patch average :func:`overlap`.
+
+    Parameters
+    ----------
+    n_patches : int
+        The patches per image, n_p.
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> (D, n_p, D, n_p)``.
+    """
     n_patches = positive_int("n_patches", n_patches, "patches per image")
 
     def fn(params):
@@ -78,7 +112,18 @@ def local_overlap(n_patches: int) -> Callable:
 
 
 def combine(**fns: Callable) -> Callable:
-    """One function returning ``{name: fn(params)}``; e.g. ``combine(eps_g=..., overlap=...)``."""
+    """One function returning ``{name: fn(params)}``; e.g. ``combine(eps_g=..., overlap=...)``.
+
+    Parameters
+    ----------
+    **fns : callable
+        The observables by name, each ``fn(params)``.
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> {name: value}``.
+    """
     if not fns:
         raise ValueError("give at least one observable, e.g. combine(overlap=overlap())")
 
@@ -143,6 +188,24 @@ def hidden_sums(X, X_test, activation: ActivationLike = "erf", features: Callabl
 
     Their means over the posterior are :math:`K_{\rm post}` and :math:`\langle w^\top w\rangle/N_1`; under the prior
     they are the NNGP kernel K and :math:`\mathbb 1/\lambda_0`. Cost per draw :math:`O(P (P + P_0) n + N_1 N_0^2)`.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    X_test : array_like, shape (P0, N0)
+        Test inputs.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`renormpp.network.get_activation`).
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees (:func:`renormpp.network.conv_hidden` for the CNN).
+    first_layer : str, default "w"
+        The site of the weights that see the input.
+
+    Returns
+    -------
+    callable
+        ``fn(params) -> {"train", "cross", "test", "first_layer"}``.
     """
     X, X_test = jnp.asarray(X), jnp.asarray(X_test)
 

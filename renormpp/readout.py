@@ -110,7 +110,29 @@ def cholesky_inverse(S, leaf: int | None = None):
 def conditional(params: dict, X, Y, *, T: float, lambda1: float, activation: ActivationLike = "erf",
         features: Features = hidden) -> Conditional:
     """The quantities above for one draw of the hidden weights ``params`` (``w`` and, if the model has them, the
-    hidden biases ``b``; ``v`` and other sites are ignored)."""
+    hidden biases ``b``; ``v`` and other sites are ignored).
+
+    Parameters
+    ----------
+    params : dict
+        One draw of the hidden weights (``w``, and the hidden biases ``b`` where the model has them).
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    T : float
+        Temperature, the model's.
+    lambda1 : float
+        Prior precision of the readout, the model's.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`renormpp.network.get_activation`).
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees (:func:`renormpp.network.conv_hidden` for the CNN).
+
+    Returns
+    -------
+    Conditional
+    """
     phi = features(params, X, activation)
     K = phi @ phi.T / (lambda1 * phi.shape[-1])
     L_inv, _ = cholesky_inverse(K + T * jnp.eye(K.shape[0], dtype=K.dtype))
@@ -147,6 +169,28 @@ def log_marginal_of(params: dict, X, Y, *, T: float, lambda1: float, activation:
     at :math:`O(PN_1^2 + N_1^3)` instead of :math:`O(P^2N_1 + P^3)`; otherwise the :math:`P\times P` form. The
     gradient is :func:`_log_evidence`'s closed form, not automatic differentiation through the Cholesky factor
     (several times dearer where :math:`N_1 \approx P`).
+
+    Parameters
+    ----------
+    params : dict
+        One draw of the hidden weights (``w``, and the hidden biases ``b`` where the model has them).
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    T : float
+        Temperature, the model's.
+    lambda1 : float
+        Prior precision of the readout, the model's.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`renormpp.network.get_activation`).
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees (:func:`renormpp.network.conv_hidden` for the CNN).
+
+    Returns
+    -------
+    jax.Array
+        :math:`\log p(Y|w)`, a scalar.
     """
     phi = features(params, X, activation)
     return _log_evidence(phi / jnp.sqrt(lambda1 * phi.shape[-1]), Y, jnp.asarray(T, phi.dtype))
@@ -295,6 +339,21 @@ def sample_readout(rng_key, cond: Conditional, Y, *, T: float):
 
     :math:`v = v_0 + \big(\Phi^\top C^{-1}(Y - \Phi v_0^\top/\sqrt{N_1} - \epsilon)\big)^\top/(\lambda_1\sqrt{N_1})`
     with :math:`v_0 \sim \mathcal N(0, 1/\lambda_1)`, :math:`\epsilon \sim \mathcal N(0, T)`.
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        The key of the draw.
+    cond : Conditional
+        The quantities of one draw of the hidden weights (:func:`conditional`).
+    Y : array_like, shape (P, D)
+        Training labels.
+    T : float
+        Temperature.
+
+    Returns
+    -------
+    jax.Array, shape (D, N1)
     """
     P, N1 = cond.phi.shape
     D = Y.shape[-1]
@@ -317,6 +376,29 @@ def draw_readout(rng_key, params: dict, X, Y, *, T: float, lambda1: float, activ
             = L^{-\top}\big(L^{-1}A^\top y_a/\sqrt{\lambda_1} + \sqrt{T/\lambda_1}\,z_a\big),
 
     at :math:`O(PN_1^2 + N_1^3)`; otherwise :func:`sample_readout` (Matheron's rule, :math:`O(P^2N_1 + P^3)`).
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        The key of the draw.
+    params : dict
+        One draw of the hidden weights (``w``, and the hidden biases ``b`` where the model has them).
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    T : float
+        Temperature, the model's.
+    lambda1 : float
+        Prior precision of the readout, the model's.
+    activation : str or callable, default "erf"
+        The network's activation (:func:`renormpp.network.get_activation`).
+    features : callable, default renormpp.network.hidden
+        ``features(params, X, activation)``, what the readout sees (:func:`renormpp.network.conv_hidden` for the CNN).
+
+    Returns
+    -------
+    jax.Array, shape (D, N1)
     """
     phi = features(params, X, activation)
     P, N1 = phi.shape

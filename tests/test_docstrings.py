@@ -40,6 +40,14 @@ renormpp.diagnostics.sampler_health renormpp.diagnostics.acceptance_fell renormp
 renormpp.diagnostics.extrapolate
 renormpp.infer.Chains.init renormpp.infer.Chains.run renormpp.infer.AdaptiveWarmup.of
 renormpp.infer.AdaptiveWarmup.running renormpp.infer.AdaptiveWarmup.update
+renormpp.network.forward renormpp.network.hidden renormpp.network.conv_hidden renormpp.network.get_activation
+renormpp.kernels.nngp_diag renormpp.kernels.nngp_mean
+renormpp.observables.eps_g renormpp.observables.overlap renormpp.observables.local_overlap
+renormpp.observables.combine renormpp.observables.hidden_sums
+renormpp.readout.log_marginal_of renormpp.readout.conditional renormpp.readout.draw_readout
+renormpp.readout.sample_readout
+renormpp.theory.conv.solve
+renormpp.infer.ReplicaExchange renormpp.infer.geometric_ladder renormpp.infer.tempered
 renormpp.kernels.nngp
 renormpp.datasets.synthetic renormpp.datasets.mnist renormpp.datasets.cifar10
 renormpp.plots.architectures_vs_N1 renormpp.plots.autocorr renormpp.plots.discrepancy_vs_N1 renormpp.plots.ess

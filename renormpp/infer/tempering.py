@@ -54,7 +54,18 @@ class _ScaleLikelihood(Messenger):
 
 
 def tempered(model):
-    """``model`` with the keyword :data:`~.adapter.BETA` (default 1): its likelihood raised to that power."""
+    """``model`` with the keyword :data:`~.adapter.BETA` (default 1): its likelihood raised to that power.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model.
+
+    Returns
+    -------
+    callable
+        The tempered model.
+    """
     if getattr(model, "_renormpp_tempered", False):
         return model
 
@@ -69,7 +80,19 @@ def tempered(model):
 
 
 def geometric_ladder(replicas: int, beta_min: float) -> np.ndarray:
-    """``replicas`` likelihood temperatures from 1 down to ``beta_min``, evenly spaced in log beta."""
+    """``replicas`` likelihood temperatures from 1 down to ``beta_min``, evenly spaced in log beta.
+
+    Parameters
+    ----------
+    replicas : int
+        The number of rungs.
+    beta_min : float
+        The last rung's likelihood temperature, in (0, 1).
+
+    Returns
+    -------
+    numpy.ndarray, shape (replicas,)
+    """
     replicas = positive_int("replicas", replicas, "the replicas per chain")
     if not 0 < beta_min < 1:
         raise ValueError(f"beta_min must be in (0, 1) (the hottest replica's power of the likelihood); got {beta_min!r}")
@@ -121,6 +144,13 @@ class ReplicaExchange(MCMCKernel):
     >>> inner = KineticLangevin(model, step_size=1e-3, inner_steps=10, observables=obs)
     >>> kernel = ReplicaExchange(inner, geometric_ladder(8, 0.1))
     >>> MCMC(kernel, num_warmup=200, num_samples=1000, num_chains=2, chain_method="vectorized")
+
+    Parameters
+    ----------
+    inner : Adapter
+        The kernel of each replica, built on a NumPyro model, its adaptation not pooled.
+    betas : array_like
+        The likelihood temperatures, ``betas[0] = 1``, decreasing.
     """
 
     def __init__(self, inner: Adapter, betas):

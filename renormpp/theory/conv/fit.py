@@ -165,10 +165,39 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
           kernel_memory: float = KERNEL_MEMORY) -> ConvFit:
     r"""The convolutional theory on images X (P, s*s) with labels Y (P, D) ((P,) means D = 1).
 
-    ``conv``: a :class:`~renormpp.patches.Patches` or ``dict(image_shape=(s, s), patch=m)``; ``N1`` the number of
-    channels C (alpha = P / C); ``method``: ``"exact"`` (the minimum of (C4), to ``|dS/dQ| <= gtol``, at most
-    ``maxiter`` Newton iterations), ``"one_loop"`` ((C7)) or ``"infinite_width"`` (Q = 1); ``kernel_memory``: bytes
-    of patch kernels held at once (beyond it they are recomputed at every pass: slower, same result). Odd activations.
+    Odd activations.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, s*s)
+        Images, one per row.
+    Y : array_like, shape (P, D) or (P,)
+        Labels; (P,) means D = 1.
+    N1 : float
+        The number of channels C (alpha = P / C).
+    T : float, default 0.01
+        Temperature.
+    lambda0 : float, default 1.0
+        Prior precision of the filters.
+    lambda1 : float, default 1.0
+        Prior precision of the readout.
+    activation : str or callable, default "erf"
+        An odd activation.
+    method : {"exact", "one_loop", "infinite_width"}
+        ``"exact"``: the minimum of (C4), to ``|dS/dQ| <= gtol``, at most ``maxiter`` Newton iterations;
+        ``"one_loop"``: (C7); ``"infinite_width"``: Q = 1.
+    conv : Patches or dict
+        A :class:`~renormpp.patches.Patches` or ``dict(image_shape=(s, s), patch=m)``.
+    gtol : float, default 1e-8
+        Convergence threshold on the gradient's norm.
+    maxiter : int, default 500
+        Newton iterations.
+    kernel_memory : float, default 2 GiB
+        Bytes of patch kernels held at once (beyond it they are recomputed at every pass: slower, same result).
+
+    Returns
+    -------
+    ConvFit
     """
     conv = as_patches(conv)
     check_method(method, activation)
