@@ -159,7 +159,22 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (FC, CONV)}
 
 
 def get_architecture(name) -> Architecture:
-    """The record of ``name`` (or ``name`` itself if it is a record); a ValueError listing the names otherwise."""
+    """The record of ``name`` (or ``name`` itself if it is a record); a ValueError listing the names otherwise.
+
+    Parameters
+    ----------
+    name : str or Architecture
+        A name of the architectures' table, or a record.
+
+    Returns
+    -------
+    Architecture
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists them).
+    """
     if isinstance(name, Architecture):
         return name
     if name not in ARCHITECTURES:

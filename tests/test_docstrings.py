@@ -48,6 +48,10 @@ renormpp.readout.log_marginal_of renormpp.readout.conditional renormpp.readout.d
 renormpp.readout.sample_readout
 renormpp.theory.conv.solve
 renormpp.infer.ReplicaExchange renormpp.infer.geometric_ladder renormpp.infer.tempered
+renormpp.datasets.fetch renormpp.datasets.locate renormpp.datasets.data_dir renormpp.datasets.projected_mnist
+renormpp.datasets.low_dimensional
+renormpp.theory.adaptive.solve renormpp.theory.hidden.with_kernel renormpp.theory.hidden.predicted_kernel
+renormpp.theory.hidden.spectrum_ratios renormpp.architectures.get_architecture renormpp.infer.starts.positions
 renormpp.kernels.nngp
 renormpp.datasets.synthetic renormpp.datasets.mnist renormpp.datasets.cifar10
 renormpp.plots.architectures_vs_N1 renormpp.plots.autocorr renormpp.plots.discrepancy_vs_N1 renormpp.plots.ess

@@ -42,7 +42,17 @@ class Dataset:
 
 
 def data_dir(root: str | os.PathLike | None = None) -> Path:
-    """Where data lives: ``root`` if given, else ``$RENORMPP_DATA`` if set, else ``~/.cache/renormpp``."""
+    """Where data lives: ``root`` if given, else ``$RENORMPP_DATA`` if set, else ``~/.cache/renormpp``.
+
+    Parameters
+    ----------
+    root : str or path, optional
+        The folder; the environment or the cache by default.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     if root is None:
         root = os.environ.get(ENV_VAR) or Path.home() / ".cache" / "renormpp"
     return Path(root).expanduser()

@@ -109,6 +109,28 @@ def low_dimensional(P: int = 1600, P_test: int = 400, n_features: int = 12, nois
     noise) is set by the few samples nearest a pole. We keep the target as written.
     Draw order from ``numpy.random.default_rng(seed)``: the (P + P_test, n_features) uniforms, then the
     (P + P_test, 5) standard normals of the noise.
+
+    Parameters
+    ----------
+    P : int, default 1600
+        Training samples.
+    P_test : int, default 400
+        Test samples.
+    n_features : int, default 12
+        Input coordinates N0 (at least 10).
+    noise_ratio : float, default 0.1
+        Noise variance over target variance.
+    seed : int, default 0
+        The seed of every draw.
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ValueError
+        For fewer than 10 features or a negative noise ratio.
     """
     check_positive_ints(P=P, P_test=P_test, n_features=n_features)
     if n_features < 10:

@@ -122,8 +122,27 @@ def _check_labels(images, labels, n_classes, where) -> None:
 
 def locate(name: str, root=None) -> dict:
     """``{file name: path}`` of the files of data set ``name`` ("mnist" or "cifar10") where the loaders look for them:
-    ``root``, else ``$RENORMPP_DATA``, else ``~/.cache/renormpp`` (:func:`~renormpp.datasets.data_dir`). A
-    FileNotFoundError names the missing files, the folders searched and how to get them."""
+    ``root``, else ``$RENORMPP_DATA``, else ``~/.cache/renormpp`` (:func:`~renormpp.datasets.data_dir`).
+
+    Parameters
+    ----------
+    name : {"mnist", "cifar10"}
+        The data set.
+    root : str or path, optional
+        The folder looked in first.
+
+    Returns
+    -------
+    dict
+        ``{file name: path}``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the missing files, the folders searched and how to get them.
+    ValueError
+        For an unknown name.
+    """
     base = data_dir(root)
     if name == "mnist":
         dirs = [base / "mnist", base]
@@ -150,10 +169,26 @@ def _by_hand(name: str, base: Path) -> str:
 def fetch(name: str, root=None) -> Path:
     """Download data set ``name`` ("mnist" or "cifar10") where the loaders look for it, unless it is there already;
     returns the folder that holds its files. Each download is checked against its MD5 and discarded if it fails.
-
-    ``root`` as for the loaders (:func:`~renormpp.datasets.data_dir`). Raises ConnectionError when no source can be
-    reached and ValueError for a download that fails its checksum, both saying how to get the files by hand.
     ``renormpp data fetch NAME [--root DIR]`` calls it.
+
+    Parameters
+    ----------
+    name : {"mnist", "cifar10"}
+        The data set.
+    root : str or path, optional
+        As for the loaders (:func:`~renormpp.datasets.data_dir`).
+
+    Returns
+    -------
+    pathlib.Path
+        The folder that holds the files.
+
+    Raises
+    ------
+    ConnectionError
+        When no source can be reached (the message says how to get the files by hand).
+    ValueError
+        For a download that fails its checksum, or an unknown name.
     """
     base = data_dir(root)
     try:
@@ -333,14 +368,24 @@ def projected_mnist(N0: int = 144, classes=(0, 1), P: int = 1000, P_test: int = 
                     preprocessing: str = "supplement", download: bool = False) -> Dataset:
     r"""Randomly projected MNIST (supplement): :math:`x_{proj} = \mathrm{ReLU}(\Pi x/\sqrt{\tilde N_0})`.
 
-    ``x`` are the normalized MNIST inputs of :func:`mnist` (same ``classes``, ``P``, ``P_test``, ``root``, ``seed``,
-    ``preprocessing`` and ``download``), :math:`\tilde N_0 = 784`, and
+    ``x`` are the normalized MNIST inputs of :func:`mnist`, :math:`\tilde N_0 = 784`, and
     :math:`\Pi \in \mathbb R^{N_0\times\tilde N_0}` has standard normal entries drawn by
     ``numpy.random.default_rng([seed, 1]).standard_normal((N0, 784))``; the same :math:`\Pi` maps train and
     test. Labels stay one-hot. The supplement (Fig. S1) uses N0 = 12² and 28² with D = 2.
 
     Choice: the supplement projects "the raw input images"; we project the normalized ones, so that
     :math:`\Pi x/\sqrt{\tilde N_0}` has about unit variance before the ReLU. No normalization after it.
+
+    Parameters
+    ----------
+    N0 : int, default 144
+        The projected dimension.
+    classes, P, P_test, root, seed, preprocessing, download
+        As for :func:`mnist`.
+
+    Returns
+    -------
+    Dataset
     """
     check_positive_ints(N0=N0)
     data = mnist(classes, P, P_test, root=root, seed=seed, preprocessing=preprocessing, download=download)

@@ -103,7 +103,30 @@ def positions(rng_key, model: Callable, kinds: Sequence[str], model_args=(), mod
               scale: float = 0.5, steps: int = 1000) -> dict:
     """The starting points of chains of ``model``, one per entry of ``kinds`` (the kind of start of each chain,
     :func:`assign`), stacked on a leading chain axis: ``init_params`` for :meth:`renormpp.infer.Chains.init` or
-    ``numpyro.infer.MCMC.run``. Each chain's start is made from its own prior draw (``rng_key`` split per chain)."""
+    ``numpyro.infer.MCMC.run``. Each chain's start is made from its own prior draw (``rng_key`` split per chain).
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        The key; split per chain.
+    model : callable
+        The NumPyro model.
+    kinds : sequence of str
+        The kind of start of each chain (:data:`KINDS`).
+    model_args : tuple, default ()
+        The model's arguments.
+    model_kwargs : dict, optional
+        The model's keyword arguments.
+    scale : float, default 0.5
+        The scale of a ``"scaled"`` start's prior draw.
+    steps : int, default 1000
+        L-BFGS iterations of a ``"mode"`` start.
+
+    Returns
+    -------
+    dict
+        The sites' starting values, with a leading chain axis.
+    """
     model_kwargs = dict(model_kwargs or {})
     kinds = list(kinds)
     check_kinds(list(dict.fromkeys(kinds)))

@@ -375,11 +375,31 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
           order: int = 64, tilt: str = "cavity") -> AdaptiveFit:
     r"""The adaptive-kernel theory (module docstring, Eqs. (A1)-(A5)) on data (X, Y).
 
-    Parameters as :func:`renormpp.theory.solve` (one hidden layer, odd activations: erf, tanh, linear).
-    ``damping``: the outer iteration mixes :math:`K_{\rm eff} \leftarrow (1-\delta)K_{\rm eff}^{\rm new} + \delta
-    K_{\rm eff}` with δ = ``damping``; ``tol``: converged when the relative (Frobenius) change of K_eff is below it;
-    ``maxiter``: outer iterations; ``inner_maxiter``: iterations of (A3); ``gtol``: the saddle point of Q;
-    ``order``: Gauss-Hermite nodes for activations without a closed-form kernel (tanh).
+    One hidden layer, odd activations: erf, tanh, linear.
+
+    Parameters
+    ----------
+    X, Y, N1, T, lambda0, lambda1, activation
+        As for :func:`renormpp.theory.solve`.
+    damping : float, default 0.5
+        The outer iteration mixes :math:`K_{\rm eff} \leftarrow (1-\delta)K_{\rm eff}^{\rm new} + \delta
+        K_{\rm eff}` with δ = ``damping``.
+    tol : float, default 1e-6
+        Converged when the relative (Frobenius) change of K_eff is below it.
+    maxiter : int, default 200
+        Outer iterations.
+    inner_maxiter : int, default 500
+        Iterations of (A3).
+    gtol : float, default 1e-8
+        Tolerance of the saddle point of Q.
+    order : int, default 64
+        Gauss-Hermite nodes for activations without a closed-form kernel (tanh).
+    tilt : str, default "cavity"
+        The single-neuron tilt (module docstring).
+
+    Returns
+    -------
+    AdaptiveFit
     """
     if tilt not in ("cavity", "linear"):
         raise ValueError(f"tilt must be 'cavity' (Eq. (A6)) or 'linear' (Eq. (A1)); got {tilt!r}")

@@ -67,7 +67,17 @@ def _G_tilde(fit) -> np.ndarray:
 
 def spectrum_ratios(fit) -> np.ndarray:
     """The predicted :math:`r_\\mu = u_\\mu^\\top K_{\\rm post} u_\\mu / k_\\mu` along every eigenvector of K (ordered
-    as ``fit.spectrum.k``, ascending), Eq. (H2); ones for the infinite-width method."""
+    as ``fit.spectrum.k``, ascending), Eq. (H2); ones for the infinite-width method.
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit of :func:`renormpp.theory.solve`.
+
+    Returns
+    -------
+    numpy.ndarray, shape (P,)
+    """
     if fit.method == BASELINE:
         return np.ones_like(fit.spectrum.k)
     _check_covered(fit)
@@ -77,7 +87,21 @@ def spectrum_ratios(fit) -> np.ndarray:
 def predicted_kernel(fit, X0=None):
     """The hidden kernel :math:`K_{\\rm post}` that ``fit`` predicts (H1, H3): ``(train, cross, test)``, the (P, P)
     matrix on the training inputs, and with test inputs ``X0`` the (P, P0) cross kernel and the (P0,) diagonal on
-    the test inputs (None without ``X0``). The infinite-width method predicts K itself."""
+    the test inputs (None without ``X0``). The infinite-width method predicts K itself.
+
+    Parameters
+    ----------
+    fit : TheoryFit
+        A fit of :func:`renormpp.theory.solve`.
+    X0 : array_like, shape (P0, N0), optional
+        Test inputs.
+
+    Returns
+    -------
+    train : numpy.ndarray, shape (P, P)
+    cross : numpy.ndarray, shape (P, P0) or None
+    test : numpy.ndarray, shape (P0,) or None
+    """
     spec = fit.spectrum
     kappa, k00 = fit.test_kernel(X0) if X0 is not None else (None, None)
     if fit.method == BASELINE:
@@ -113,7 +137,37 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     r"""The kernel-renormalization theory (paper Eq. (1), one hidden layer, odd activation) with the (P, P) kernel
     ``K`` in place of the NNGP kernel: its :math:`Q^*` (``method``: ``exact``, ``one_loop`` or ``infinite_width``)
     and, given the (P, P0) cross kernel ``K_cross``, the (P0,) test diagonal ``k_test`` and labels ``Y_test``, its
-    predictions and :math:`\epsilon_g`. With the measured :math:`K_{\rm post}` this is the oracle test."""
+    predictions and :math:`\epsilon_g`. With the measured :math:`K_{\rm post}` this is the oracle test.
+
+    Parameters
+    ----------
+    K : array_like, shape (P, P)
+        The kernel on the training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    N1 : float
+        Hidden-layer width.
+    T : float
+        Temperature.
+    lambda1 : float, default 1.0
+        Prior precision of the readout.
+    method : {"exact", "one_loop", "infinite_width"}
+        The theory method.
+    K_cross : array_like, shape (P, P0), optional
+        The train-test cross kernel.
+    k_test : array_like, shape (P0,), optional
+        The test diagonal.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels.
+    gtol : float, default 1e-8
+        Convergence threshold on the gradient's norm.
+    maxiter : int, default 5000
+        Optimizer iterations.
+
+    Returns
+    -------
+    KernelTheory
+    """
     K = np.asarray(K, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     Y = Y[:, None] if Y.ndim == 1 else Y
