@@ -52,6 +52,8 @@ renormpp.datasets.fetch renormpp.datasets.locate renormpp.datasets.data_dir reno
 renormpp.datasets.low_dimensional
 renormpp.theory.adaptive.solve renormpp.theory.hidden.with_kernel renormpp.theory.hidden.predicted_kernel
 renormpp.theory.hidden.spectrum_ratios renormpp.architectures.get_architecture renormpp.infer.starts.positions
+renormpp.baselines.train_adam renormpp.baselines.search_adam renormpp.baselines.adam_baseline
+renormpp.baselines.best_gp renormpp.baselines.split renormpp.baselines.scores
 renormpp.kernels.nngp
 renormpp.datasets.synthetic renormpp.datasets.mnist renormpp.datasets.cifar10
 renormpp.plots.architectures_vs_N1 renormpp.plots.autocorr renormpp.plots.discrepancy_vs_N1 renormpp.plots.ess

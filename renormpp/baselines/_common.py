@@ -39,6 +39,22 @@ def split(X, Y, val_fraction: float = 0.2, seed: int = 0) -> Split:
     The paper: "a validation set comprising around 20% of the training data" (supplement, "Hyperparameter
     Optimization"). The same ``seed`` gives the same split to Adam and to the GP, so that both are
     selected on the same validation set.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    val_fraction : float, default 0.2
+        The fraction held out.
+    seed : int, default 0
+        The seed of the draw.
+
+    Returns
+    -------
+    Split
+        The fitted and validation parts, and their row indices.
     """
     P = X.shape[0]
     n_val = int(round(float(val_fraction) * P)) if np.isfinite(val_fraction) else -1
@@ -58,6 +74,18 @@ def scores(Y, F):
     variance :math:`\operatorname{Tr}\Sigma` to the MSE of the mean). PyTorch's ``MSELoss`` is ``mse / D``.
     ``accuracy``: the fraction of rows with argmax f = argmax y (one-hot labels, D > 1), or with
     sign f = sign y (labels ±1, D = 1). It means nothing for regression targets.
+
+    Parameters
+    ----------
+    Y : array_like, shape (P, D)
+        Labels.
+    F : array_like, shape (P, D)
+        Predictions.
+
+    Returns
+    -------
+    mse : float
+    accuracy : float
     """
     mse = ((Y - F) ** 2).sum(-1).mean()
     hit = (F * Y > 0)[..., 0] if Y.shape[-1] == 1 else F.argmax(-1) == Y.argmax(-1)

@@ -167,6 +167,42 @@ def train_adam(X, Y, N1: int, *, activation="relu", learning_rate: float = 1e-3,
     stops after ``max_epochs`` epochs, or ``patience`` epochs after the best validation MSE so far, and
     returns the parameters of the best epoch. ``seed`` draws the initialization and the minibatches.
     ``l2``: the strength of the L2 penalty (module docstring). Adam runs in float32.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    N1 : int
+        Hidden units.
+    activation : str or callable, default "relu"
+        The network's activation.
+    learning_rate : float, default 1e-3
+        Adam's learning rate.
+    l2 : float, default 0.0
+        The strength of the L2 penalty.
+    batch_size : int, default 64
+        Minibatch size (at most the fitted part).
+    max_epochs : int, default 500
+        The most epochs of a training.
+    patience : int, default 20
+        Epochs without a better validation MSE before a training stops.
+    val_fraction : float, default 0.2
+        The fraction of the rows held out for validation.
+    split_seed : int, default 0
+        The seed of the validation split (:func:`~renormpp.baselines.split`).
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs, for the reported test scores.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels.
+    seed : int, default 0
+        The seed of the initialization and the minibatches.
+
+    Returns
+    -------
+    AdamResult
+        The best epoch's parameters and scores, and the training curve.
     """
     X, Y, X_test, Y_test = check_data(X, Y, X_test, Y_test)
     training = Training(split(X, Y, val_fraction, split_seed), N1, activation=activation, learning_rate=learning_rate,

@@ -81,6 +81,36 @@ def best_gp(X, Y, *, T_grid, lambda0_grid, lambda1_grid, activation="relu", val_
     conditioned on the rest. ``refit``: condition the GP at the best point on all of (X, Y) for the reported
     train and test scores (default), or on the fitted part only. Ties in the MSE are broken as in the module
     docstring. Theory in float64.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    T_grid : array_like
+        Temperatures tried.
+    lambda0_grid : array_like
+        Prior precisions of the hidden weights tried.
+    lambda1_grid : array_like
+        Prior precisions of the readout tried.
+    activation : str or callable, default "relu"
+        The network's activation.
+    val_fraction : float, default 0.2
+        The fraction of the rows held out for validation.
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs, for the reported test scores.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels.
+    seed : int, default 0
+        The seed of the split.
+    refit : bool, default True
+        Condition the GP at the best point on all of (X, Y) for the reported scores.
+
+    Returns
+    -------
+    GPResult
+        The best point (T, lambda0, lambda1), its validation MSE and NLL, its fit, and the train and test scores.
     """
     X, Y, X_test, Y_test = check_data(X, Y, X_test, Y_test)
     grids = {"T": _grid("T_grid", T_grid), "lambda0": _grid("lambda0_grid", lambda0_grid),

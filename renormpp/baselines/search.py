@@ -87,6 +87,42 @@ def search_adam(X, Y, N1: int, *, n_trials: int = 30, backend: str = "optuna", s
     the Ray cluster (local if none is running; reproducible only with ``max_concurrent_trials=1``);
     ``ray_run_config``: keyword arguments of ``ray.tune.RunConfig`` (default: Ray's results go to a new temporary
     folder, ``renormpp-tune-*``).
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    N1 : int
+        Hidden units.
+    n_trials : int, default 30
+        Trials of the search.
+    backend : {"optuna", "ray"}
+        Where the trials run (above).
+    space : SearchSpace, optional
+        The ranges searched (default: :class:`~renormpp.baselines.SearchSpace`'s).
+    seed : int, default 0
+        The seed of the search, the split and the trainings.
+    activation : str or callable, default "relu"
+        The network's activation.
+    max_epochs : int, default 500
+        The most epochs of a training.
+    patience : int, default 20
+        Epochs without a better validation MSE before a training stops.
+    val_fraction : float, default 0.2
+        The fraction of the rows held out for validation.
+    report_every : int, default 10
+        Epochs between a trial's reports to the pruner.
+    max_concurrent_trials : int, optional
+        With Ray: the most trials at once.
+    ray_run_config : dict, optional
+        Keyword arguments of ``ray.tune.RunConfig``.
+
+    Returns
+    -------
+    SearchResult
+        The best configuration, its validation MSE and the trials.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(map(repr, BACKENDS))}")
@@ -221,6 +257,48 @@ def adam_baseline(X, Y, N1: int, *, X_test=None, Y_test=None, config: dict | Non
     initializations (on the search's split), with their mean and standard deviation.
 
     The runs' parameters are dropped unless ``keep_params`` (at N1 = 1000, N0 = 784 a run holds 3 MB).
+
+    Parameters
+    ----------
+    X : array_like, shape (P, N0)
+        Training inputs.
+    Y : array_like, shape (P, D)
+        Training labels.
+    N1 : int
+        Hidden units.
+    X_test : array_like, shape (P0, N0), optional
+        Test inputs, for the reported test scores.
+    Y_test : array_like, shape (P0, D), optional
+        Test labels.
+    config : dict, optional
+        ``learning_rate``, ``l2`` and ``batch_size``: then no search is made.
+    n_init : int, default 20
+        Trainings of the best configuration from independent initializations.
+    n_trials : int, default 30
+        Trials of the search.
+    backend : {"optuna", "ray"}
+        Where the trials run (above).
+    space : SearchSpace, optional
+        The ranges searched (default: :class:`~renormpp.baselines.SearchSpace`'s).
+    seed : int, default 0
+        The seed of the search, the split and the trainings.
+    activation : str or callable, default "relu"
+        The network's activation.
+    max_epochs : int, default 500
+        The most epochs of a training.
+    patience : int, default 20
+        Epochs without a better validation MSE before a training stops.
+    val_fraction : float, default 0.2
+        The fraction of the rows held out for validation.
+    report_every : int, default 10
+        Epochs between a trial's reports to the pruner.
+    keep_params : bool, default False
+        Keep every run's parameters.
+
+    Returns
+    -------
+    AdamBaseline
+        The configuration, the runs from independent initializations, and the search (where one was made).
     """
     X, Y, X_test, Y_test = check_data(X, Y, X_test, Y_test)
     check_positive_ints(n_init=n_init)
