@@ -54,6 +54,10 @@ renormpp.theory.adaptive.solve renormpp.theory.hidden.with_kernel renormpp.theor
 renormpp.theory.hidden.spectrum_ratios renormpp.architectures.get_architecture renormpp.infer.starts.positions
 renormpp.baselines.train_adam renormpp.baselines.search_adam renormpp.baselines.adam_baseline
 renormpp.baselines.best_gp renormpp.baselines.split renormpp.baselines.scores
+renormpp.experiments.runner.run renormpp.experiments.runner.run_point renormpp.experiments.paper.make
+renormpp.experiments.paper.figure renormpp.experiments.paper.configs renormpp.experiments.validity.run
+renormpp.experiments.validity.table renormpp.experiments.validity.configs renormpp.experiments.config.load
+renormpp.experiments.config.resolve
 renormpp.kernels.nngp
 renormpp.datasets.synthetic renormpp.datasets.mnist renormpp.datasets.cifar10
 renormpp.plots.architectures_vs_N1 renormpp.plots.autocorr renormpp.plots.discrepancy_vs_N1 renormpp.plots.ess

@@ -366,7 +366,17 @@ class Config(_Config):
 
 # ---- reading, checking, writing ---------------------------------------------------------------------------------
 def load(path) -> dict:
-    """Read a TOML config file (not yet checked: see :func:`resolve`)."""
+    """Read a TOML config file (not yet checked: see :func:`resolve`).
+
+    Parameters
+    ----------
+    path : str or path
+        The TOML file.
+
+    Returns
+    -------
+    dict
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"no config file at {path}")
@@ -378,7 +388,26 @@ def load(path) -> dict:
 
 def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | PointConfig:
     """Check a config (a dict, or a Config) and fill in every default; ``out`` overrides ``run.out``. ``point`` reads
-    the config of one point (``model.N1`` one width, ``run.seed``)."""
+    the config of one point (``model.N1`` one width, ``run.seed``).
+
+    Parameters
+    ----------
+    raw : dict or Config
+        The config.
+    out : str, optional
+        Overrides ``run.out``.
+    point : bool, default False
+        Read the config of one point.
+
+    Returns
+    -------
+    Config or PointConfig
+
+    Raises
+    ------
+    ConfigError
+        A ValueError for an unknown table or key, or a value out of its range (the message names it).
+    """
     if isinstance(raw, _Config):
         raw = raw.model_dump(exclude_none=True)
     if not isinstance(raw, dict):

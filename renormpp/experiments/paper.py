@@ -163,7 +163,17 @@ ALL = tuple(n for n in NAMES if n != "cnn")
 
 
 def figure(name: str) -> Figure | None:
-    """The sampled figure ``name``; None for a baseline figure (fig3, fig4)."""
+    """The sampled figure ``name``; None for a baseline figure (fig3, fig4).
+
+    Parameters
+    ----------
+    name : str
+        A figure of :data:`NAMES`.
+
+    Returns
+    -------
+    Figure or None
+    """
     if name not in NAMES:
         raise UnknownFigure(f"unknown figure {name!r}; choose one of {', '.join(NAMES)} (or all: every figure of the "
                             "kernel-shape paper in turn)")
@@ -172,7 +182,24 @@ def figure(name: str) -> Figure | None:
 
 def configs(name: str, size: str = "quick", out=None, max_seconds: float | None = None) -> dict[str, dict]:
     """``{series name: renormpp run config}`` of figure ``name`` at ``size``, writing below ``out``; ``max_seconds``
-    caps each width's sampling (``run.max_seconds``)."""
+    caps each width's sampling (``run.max_seconds``).
+
+    Parameters
+    ----------
+    name : str
+        A figure of :data:`NAMES`.
+    size : {"quick", "full", "smoke"}
+        The size of the series (:data:`SIZES`).
+    out : str or path, optional
+        The folder the runs write below.
+    max_seconds : float, optional
+        The cap on each width's sampling.
+
+    Returns
+    -------
+    dict
+        ``{series name: config}``.
+    """
     if size not in SIZES:
         raise UnknownFigure(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
     out = Path(out if out is not None else default_out(size))
@@ -207,7 +234,32 @@ def make(name: str, size: str = "quick", out=None, *, executor=None, workers=Non
          progress=None, max_seconds: float | None = None) -> Path:
     """Run (or resume) the series of figure ``name`` at ``size`` and draw it; returns ``OUT/name``. ``max_seconds``:
     a cap on each width's sampling (``run.max_seconds``, a key a resumed run may change; a width that reaches it
-    unsettled is drawn hollow)."""
+    unsettled is drawn hollow).
+
+    Parameters
+    ----------
+    name : str
+        A figure of :data:`NAMES`.
+    size : {"quick", "full", "smoke"}
+        The size of the series (:data:`SIZES`).
+    out : str or path, optional
+        The folder the figures go below.
+    executor : str, optional
+        Overrides ``run.executor`` (how the points run: in this process, a pool of processes, or Ray).
+    workers : int, optional
+        Overrides ``run.workers``.
+    address : str, optional
+        Overrides ``run.address`` (a Ray cluster).
+    progress : bool, optional
+        Overrides ``run.progress``.
+    max_seconds : float, optional
+        The cap on each width's sampling.
+
+    Returns
+    -------
+    pathlib.Path
+        ``OUT/name``.
+    """
     fig = figure(name)
     out = Path(out if out is not None else default_out(size))
     cfgs = configs(name, size, out, max_seconds)

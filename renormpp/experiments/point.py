@@ -25,7 +25,22 @@ from .store import PointStore, check_same_config
 
 
 def run_point(point: config_mod.PointConfig, folder, *, progress: bool = True) -> dict:
-    """Run one point into ``folder`` (see the module docstring), or return its saved result."""
+    """Run one point into ``folder`` (see the module docstring), or return its saved result.
+
+    Parameters
+    ----------
+    point : PointConfig
+        The config of one point (one width, one seed).
+    folder : str or path
+        Where the point's files go.
+    progress : bool, default True
+        Show a progress bar.
+
+    Returns
+    -------
+    dict
+        The point's result (its ``result.json``).
+    """
     store = PointStore(folder)
     store.folder.mkdir(parents=True, exist_ok=True)
     check_same_config(store.folder / "config.toml", point, ignore=config_mod.RUN_ONLY,

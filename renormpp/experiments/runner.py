@@ -49,6 +49,34 @@ def run(config, *, out=None, executor: str | None = None, workers: int | None = 
     its checkpoint. On SIGTERM the points in flight save their progress and
     :class:`~renormpp.experiments.signals.Interrupted` is raised. The folder is locked while the sweep runs: a
     second run on it raises :class:`~renormpp.experiments.store.FolderInUse`.
+
+    Parameters
+    ----------
+    config : str, path, dict or Config
+        A TOML file, a dict, a :class:`~renormpp.experiments.config.Config`, or the output folder of an earlier run
+        (to resume it).
+    out : str or path, optional
+        Overrides ``run.out``, the output folder.
+    executor : str, optional
+        Overrides ``run.executor`` (how the points run: in this process, a pool of processes, or Ray).
+    workers : int, optional
+        Overrides ``run.workers``.
+    address : str, optional
+        Overrides ``run.address`` (a Ray cluster).
+    progress : bool, optional
+        Overrides ``run.progress``.
+
+    Returns
+    -------
+    pathlib.Path
+        The output folder.
+
+    Raises
+    ------
+    Interrupted
+        On SIGTERM, after the points in flight saved their progress.
+    FolderInUse
+        Where another run holds the folder.
     """
     cfg = resolve_input(config, out=out)
     overrides = dict(executor=executor, workers=workers, address=address, progress=progress)

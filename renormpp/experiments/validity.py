@@ -145,7 +145,20 @@ def _config(data: dict, P: int, P_test: int, N1: list, activation: str, g: Size,
 
 def configs(size: str = "full", out=None) -> dict[str, dict]:
     """``{series: renormpp run config}`` of the map at ``size``, writing below ``out``: the synthetic columns
-    (``TEACHER_ACTIVATION_N0=rP``, one sweep over N1 each), then the real-data series (cheapest first)."""
+    (``TEACHER_ACTIVATION_N0=rP``, one sweep over N1 each), then the real-data series (cheapest first).
+
+    Parameters
+    ----------
+    size : {"full", "quick", "smoke"}
+        The size of the map (:data:`SIZES`).
+    out : str or path, optional
+        The folder the runs write below.
+
+    Returns
+    -------
+    dict
+        ``{series: config}``.
+    """
     g = _grid(size)
     out = Path(out if out is not None else default_out(size))
     cfgs = {}
@@ -165,7 +178,30 @@ def configs(size: str = "full", out=None) -> dict[str, dict]:
 def run(size: str = "full", out=None, *, executor=None, workers=None, address=None, progress=None,
         only=None) -> Path:
     """Sample (or resume) every series of the map at ``size`` (``only``: these series), then write the tables and
-    figures (:func:`write`); returns ``OUT``."""
+    figures (:func:`write`); returns ``OUT``.
+
+    Parameters
+    ----------
+    size : {"full", "quick", "smoke"}
+        The size of the map (:data:`SIZES`).
+    out : str or path, optional
+        The output folder.
+    executor : str, optional
+        Overrides ``run.executor`` (how the points run: in this process, a pool of processes, or Ray).
+    workers : int, optional
+        Overrides ``run.workers``.
+    address : str, optional
+        Overrides ``run.address`` (a Ray cluster).
+    progress : bool, optional
+        Overrides ``run.progress``.
+    only : sequence of str, optional
+        The series to sample (default: all).
+
+    Returns
+    -------
+    pathlib.Path
+        ``OUT``.
+    """
     out = Path(out if out is not None else default_out(size))
     cfgs = configs(size, out)
     if only is not None:
@@ -273,7 +309,21 @@ def table(out, size: str = "full", beyond: bool = True) -> "pd.DataFrame":
     holds, the verdicts at 1% and 5% (:func:`judge`), the point's hidden-kernel diagnosis and where it lies
     (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out. The theories of
     :data:`BEYOND` are solved once per point and kept in ``out/<theory>.json`` (seconds to minutes a point);
-    ``beyond=False`` uses only what is kept there."""
+    ``beyond=False`` uses only what is kept there.
+
+    Parameters
+    ----------
+    out : str or path
+        The map's folder.
+    size : {"full", "quick", "smoke"}
+        The size of the map (:data:`SIZES`).
+    beyond : bool, default True
+        Solve the theories of :data:`BEYOND` where they are not kept yet.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     import pandas as pd
 
     out = Path(out)
