@@ -53,19 +53,25 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
 
     Parameters
     ----------
-    samples_or_datatree : ``numpyro.infer.MCMC``, a dict of samples (leading chain, draw axes, or draw only),
-        or an ArviZ DataTree, holding either the recorded observables ``eps_g`` and ``overlap`` or the weights
-        ``w`` and ``v`` (then ``X_test``, ``Y_test`` are needed).
-    fit : a :class:`renormpp.theory.TheoryFit` for the same data, N1, T and priors (any method: the other two
-        are computed from its eigendecomposition).
-    X_test, Y_test : the test set of the theory's generalization loss.
-    method : error of the MC mean: ``"gamma"``, ``"blocking"`` or ``"ess"``. cut : thermalization cut
-        (``"auto"`` or a number of draws per chain).
-    sampler : a description of the sampler and its step, shown in the summary (taken from an MCMC's kernel if
-        not given), so that a reader can judge a biased sampler (ULA at a large step) that its own error bars
-        cannot show.
-    starts : the kind of start of each chain (:mod:`renormpp.infer.starts`; read from a DataTree's ``start``
-        coordinate where not given): chains of different kinds must agree too (``starts_p``, ``starts_apart``).
+    samples_or_datatree : numpyro.infer.MCMC, dict or DataTree
+        The run, or a dict of samples (leading chain, draw axes, or draw only), or an ArviZ DataTree, holding either
+        the recorded observables ``eps_g`` and ``overlap`` or the weights ``w`` and ``v`` (then ``X_test``,
+        ``Y_test`` are needed). An MCMC's model arguments are checked against the fit's
+        (:func:`renormpp.diagnostics.matching.check_match`).
+    fit : renormpp.theory.TheoryFit
+        A fit for the same data, N1, T and priors (any method: the others are computed from its eigendecomposition).
+    X_test, Y_test : array_like
+        The test set of the theory's generalization loss.
+    method : {"gamma", "blocking", "ess"}, default "gamma"
+        The error of the MC mean.
+    cut : "auto" or int, default "auto"
+        The thermalization cut, in draws per chain.
+    sampler : str, optional
+        A description of the sampler and its step, shown in the summary (taken from an MCMC's kernel if not given),
+        so that a reader can judge a biased sampler (ULA at a large step) that its own error bars cannot show.
+    starts : list of str, optional
+        The kind of start of each chain (:mod:`renormpp.infer.starts`; read from a DataTree's ``start`` coordinate
+        where not given): chains of different kinds must agree too (``starts_p``, ``starts_apart``).
 
     Returns
     -------
