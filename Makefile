@@ -1,11 +1,12 @@
 # renormpp: `make demo` sets up .venv with renormpp alone and runs the main job; `make test` adds the dev extra
-# (pytest, the docs tools, Ray, build/twine) and runs the tests.
+# (pytest, the docs tools, Ray, build/twine) and runs the first tier of the tests (unit and statistical); `make check`
+# runs the second (notebooks, README examples, real-data figures, the docs site, the wall-time tests, the wheel).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 CORE   := $(VENV)/.installed-core
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast check-demo bench docs wheelhouse clean
+.PHONY: demo test test-fast check check-demo bench docs wheelhouse clean
 
 # Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
 $(PY):
@@ -23,11 +24,19 @@ $(STAMP): pyproject.toml | $(PY)
 demo: $(CORE)
 	$(VENV)/bin/renormpp demo --out renormpp-demo
 
+# the first tier: the unit and statistical tests (tests marked neither `check` nor `alone`)
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not alone"
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not check and not alone"
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not slow and not alone"
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not slow and not check and not alone"
+
+# the second tier (CI runs it after `make test`): the tests marked `check` (tests/conftest.py, CHECK_TIER), then the
+# wall-time tests alone, then the wheel a user installs
+check: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=10 -m "check and not alone"
+	$(MAKE) check-demo
+	scripts/check-wheel
 
 # the wall-time tests (the demo against the README's promise), each by itself: a test worker beside it would slow it
 check-demo: $(STAMP)
@@ -39,10 +48,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/sampler.py
 	$(PY) benchmarks/load.py
 
-# the documentation site in site/ (offline; warnings are errors). The notebooks are executed at their quick size
-# (a few minutes; 03 and 05 need the MNIST and CIFAR-10 files): RENORMPP_DOCS_EXECUTE=false renders them unexecuted.
+# the documentation site in site/ (offline; warnings are errors). The notebooks are shown with the outputs they are
+# stored with (their quick size); RENORMPP_DOCS_EXECUTE=true executes them again first (a few minutes; 03 and 05 need
+# the MNIST and CIFAR-10 files).
 docs: $(STAMP)
-	RENORMPP_DOCS_EXECUTE=$${RENORMPP_DOCS_EXECUTE:-true} RENORMPP_NOTEBOOK_SIZE=quick NO_MKDOCS_2_WARNING=1 \
+	RENORMPP_DOCS_EXECUTE=$${RENORMPP_DOCS_EXECUTE:-false} RENORMPP_NOTEBOOK_SIZE=quick NO_MKDOCS_2_WARNING=1 \
 		$(VENV)/bin/mkdocs build --strict
 
 # renormpp and its pinned dependencies (the versions of .venv) as wheels for a machine without internet (README, "On a

@@ -82,6 +82,45 @@ HEAVY_FIRST = ("test_infer.py", "test_experiments.py", "test_paper.py", "test_re
                "notebook")
 
 
+#: The second tier, ``make check``; the first, ``make test``, is the unit tests and the statistical tests of the
+#: samplers, estimators and the exact theory, at most 10 minutes on the slower 2-core machines. The second is what
+#: exercises the package whole, as a user meets it, and the research theories' validations against sampled networks:
+#: by test file, or ``file::test`` for one test of a file. Each gets the mark ``check``
+#: (:func:`pytest_collection_modifyitems`). The worker-seconds are of one run of the whole suite on a 2-core AMD EPYC
+#: whose reference workload (tests/reference_workload.py) takes 2.6 s: 2321 in all, 1333 of them here.
+CHECK_TIER = (
+    # what a reader meets: the notebooks (183 s), the README's examples (57), the documentation site (8), the paper's
+    # figures on synthetic and real data (228), the GPU kit at smoke size on the CPU (61)
+    "test_notebooks.py",
+    "test_readme.py::test_every_readme_example_runs_as_written",
+    "test_docs.py::test_the_documentation_site_builds_without_warnings",
+    "test_paper.py",
+    "test_gpu_kit.py",
+    # renormpp run, validity-map and the hyperparameter search end to end (367 + 71 + 29 + 15 + 10)
+    "test_experiments.py",
+    "test_validity.py::test_the_smoke_map_end_to_end_reproduced_independently",
+    "test_validity.py::test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuation",
+    "test_baselines.py::test_ray_backend_runs_a_tiny_search",
+    "test_tempering.py::test_a_tempered_run_through_the_config",
+    "test_deep.py::test_a_deep_point_through_the_experiments",
+    # the theories beyond kernel renormalization against sampled networks (199 + 46 + 62)
+    "test_shared_field.py::test_moved_neurons_average_their_moments_and_their_populations",
+    "test_shared_field.py::test_against_sampled_networks_at_two_widths",
+    "test_shared_field.py::test_the_monte_carlo_error_is_the_spread_of_independent_solves",
+    "test_conv_validation.py",
+    "test_theory_beyond.py::test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_deviates",
+    "test_theory_beyond.py::test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width",
+)
+
+
+def tier(nodeid: str) -> str:
+    """``"check"`` for a test of :data:`CHECK_TIER`, else ``"test"``."""
+    path, _, name = nodeid.partition("::")
+    file = path.rsplit("/", 1)[-1]
+    base = name.split("[", 1)[0]
+    return "check" if file in CHECK_TIER or f"{file}::{base}" in CHECK_TIER else "test"
+
+
 def group(nodeid: str) -> str:
     """The group of the test ``nodeid``: its file, or for a notebook's run the notebook."""
     path, _, name = nodeid.partition("::")
@@ -97,7 +136,11 @@ def _rank(group: str) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Put the heavy groups first (the scheduler hands out the groups in the order of the collection)."""
+    """Mark the second tier's tests ``check`` (:data:`CHECK_TIER`) and put the heavy groups first (the scheduler
+    hands out the groups in the order of the collection)."""
+    for item in items:
+        if tier(item.nodeid) == "check":
+            item.add_marker(pytest.mark.check)
     items.sort(key=lambda item: _rank(group(item.nodeid)))  # stable: the order within a group is kept
 
 

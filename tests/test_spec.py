@@ -88,6 +88,17 @@ def test_a_run_of_another_network_is_refused(data, spec, run):
         rp.diagnostics.compare(mcmc, spec.theory(), data.X_test, data.Y_test)
 
 
+def test_the_run_goes_to_arviz_with_named_dims(spec, run):
+    import arviz as az
+
+    dt = rp.diagnostics.to_datatree(run)
+    assert dt.posterior["overlap"].dims == ("chain", "draw", "output", "output_")
+    summary = az.summary(dt, var_names=["eps_g"])
+    table = spec.compare(run)
+    # ArviZ's own mean of the same draws; the table's is after the thermalization cut, within a few of its errors
+    assert abs(summary.loc["eps_g", "mean"] - table.loc["eps_g", "mean"]) < 5 * table.loc["eps_g", "mcse"] + 1e-3
+
+
 def test_a_drifting_run_warns_that_it_has_not_settled(spec, run):
     """Samples whose eps_g climbs through the run (an unsettled chain) are compared with a warning naming it."""
     samples = {k: np.asarray(v) for k, v in run.get_samples(group_by_chain=True).items()}

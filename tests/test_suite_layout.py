@@ -27,19 +27,40 @@ def test_make_test_shares_the_groups_over_both_workers_and_prints_the_slowest():
 
 
 def test_the_wall_time_tests_run_alone_in_ci_and_nothing_else_is_left_out():
-    """`make test` leaves out only the tests marked `alone` (the demo's wall time, which a worker beside it would
-    slow: 139 s alone, 221-241 s beside the other worker); `make check-demo` runs exactly those, without workers, and
-    CI runs it after `make test`: no test is dropped from CI."""
-    assert _recipe("test").endswith('-m "not alone"')
+    """`make test` leaves out the second tier (marked `check`) and the tests marked `alone` (the demo's wall time,
+    which a worker beside it would slow: 139 s alone, 221-241 s beside the other worker); `make check` runs the
+    second tier, then exactly the `alone` tests without workers (`make check-demo`), then the wheel check; CI runs
+    `make test` then `make check`: no test is dropped from CI."""
+    assert _recipe("test").endswith('-m "not check and not alone"')
+    check = re.search(r"^check: .*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.M)[1]
+    lines = [line.strip() for line in check.splitlines()]
+    assert '-m "check and not alone"' in lines[0] and "-n 2" in lines[0]
+    assert lines[1:] == ["$(MAKE) check-demo", "scripts/check-wheel"]
     demo = _recipe("check-demo")
     assert "-m alone" in demo and " -n " not in demo
-    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
-    assert ci.index("make test") < ci.index("make check-demo")
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert ci[-2:] == ["make test", "make check"]
     import test_demo
 
     marked = [name for name, fn in vars(test_demo).items() if name.startswith("test_")
               and any(m.name == "alone" for m in getattr(fn, "pytestmark", []))]
     assert marked == ["test_the_demo_keeps_the_readme_promise_and_shows_a_first_report"]
+
+
+def test_the_second_tier_names_tests_that_exist(request):
+    """Every entry of conftest.CHECK_TIER is a test file or a ``file::test`` that exists (a renamed test would leave
+    the first tier silently), and the marks follow the list."""
+    files = {p.name for p in (ROOT / "tests").glob("test_*.py")}
+    for entry in conftest.CHECK_TIER:
+        file, _, name = entry.partition("::")
+        assert file in files, entry
+        if name:
+            assert re.search(rf"^def {re.escape(name)}\(", (ROOT / "tests" / file).read_text(), flags=re.M), entry
+    assert conftest.tier("tests/test_kernels.py::test_x[1]") == "test"
+    for item in request.session.items:
+        marked = item.get_closest_marker("check") is not None
+        assert marked == (conftest.tier(item.nodeid) == "check"), item.nodeid
 
 
 def test_every_notebook_is_its_own_group_and_every_other_file_one(request):
