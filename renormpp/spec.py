@@ -267,7 +267,7 @@ class Spec:
         pandas.DataFrame
             Indexed by quantity (``eps_g``, ``overlap[a,b]`` for a <= b), with the sampled ``mean``, its ``mcse``,
             ``ess`` (draws / tau_int, the integrated autocorrelation time) and ``r_hat``; then, for each theory,
-            ``theory``, ``delta`` = (MC - theory)/theory (signed) and ``z`` = (MC - theory)/mcse, under a column
+            ``theory``, ``delta`` = (MC - theory)/|theory| (signed) and ``z`` = (MC - theory)/mcse, under a column
             level named by the theory where several are shown. The ``attrs`` hold the comparison's Dataset
             (``table.attrs["dataset"]``, :func:`renormpp.diagnostics.compare`).
 
