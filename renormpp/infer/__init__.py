@@ -11,6 +11,8 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
   (:mod:`.warmup`);
 * :class:`ReplicaExchange`: a ladder of replicas per chain at powers of the likelihood, neighbours swapping, for
   posteriors whose chains hold states (:mod:`.tempering`);
+* :class:`StateSwaps`: reflections that move specialist neurons between state directions (class contrasts),
+  a Metropolis move between the states that no local update crosses (:mod:`.swaps`);
 * :mod:`.starts`: where chains start (a prior draw, a rescaled one, the trained network), for chains of several kinds
   that must agree.
 """
@@ -21,8 +23,9 @@ from ..precision import full_precision
 from .chains import Accumulator, Chains, DivergenceWarning
 from . import starts
 from .observed import Observed, ObservedState
+from .swaps import StateSwaps, SwapState, class_contrasts
 from .tempering import ReplicaExchange, ReplicaState, geometric_ladder, tempered
 from .warmup import AdaptiveWarmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "paper_step_size", "starts", "tempered"]
+           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "StateSwaps", "SwapState", "class_contrasts", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "paper_step_size", "starts", "tempered"]
