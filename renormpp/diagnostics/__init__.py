@@ -3,8 +3,9 @@ r"""Honest error bars for Monte Carlo series, and the comparison of sampled netw
 * the statistics of a Monte Carlo series, with numpy only (:mod:`renormpp.mcstats`, re-exported here): the error of
   the mean (:func:`gamma_method`, :func:`blocking`, :func:`ess_error`, :func:`error_of_mean`, the
   :func:`thermalization_cut`), the equilibrium tests (:func:`drift`, :func:`chain_spread`, :func:`rhat`,
-  :func:`converged`, :func:`relaxation`), the metastable states of a run (:func:`states`) and the sampler's health
-  (:func:`sampler_health`, :func:`describe_sampler`);
+  :func:`converged`, :func:`relaxation`), the metastable states of a run (:func:`states`), the
+  specialist neurons of sampled networks (:func:`specialists`) and the sampler's health (:func:`sampler_health`,
+  :func:`describe_sampler`);
 * :mod:`~renormpp.diagnostics.convert`: a run as an ArviZ DataTree with named dims (:func:`to_datatree`);
 * :mod:`~renormpp.diagnostics.comparison`: the sampled networks against every theory (:func:`compare`, :func:`verdict`,
   :func:`summary`, :func:`why_not`);
@@ -18,6 +19,7 @@ from ..mcstats import (BLOCKS, DRIFT_Z, ESTIMATORS, FALSE_ALARM, MAX_ACCEPT_FALL
                        States, acceptance_fell, blocking, chain_spread, converged, describe_sampler, drift,
                        equilibrium_z, error_of_mean, ess_error, gamma_method, relaxation, rhat, sampler_health,
                        scalar_series, states, thermalization_cut)
+from ..mcstats import SPECIALIST_THRESHOLD, Specialists, specialists
 from .comparison import Z_AGREE, compare, does_not_apply, summary, theory_fit, verdict, why_not
 from .convert import to_datatree
 from . import kernel, matching
@@ -32,6 +34,8 @@ __all__ = [
     "Relaxation", "relaxation", "scalar_series", "converged",
     # metastable states (renormpp.mcstats.states)
     "BLOCKS", "THRESHOLD", "States", "states",
+    # the specialist neurons of sampled networks (renormpp.mcstats.specialists)
+    "SPECIALIST_THRESHOLD", "Specialists", "specialists",
     # the sampler's health (renormpp.mcstats.health)
     "MIN_ACCEPT_PROB", "MAX_DIVERGENT_FRACTION", "SamplerWarning", "SamplerHealth", "sampler_health",
     "MAX_ACCEPT_FALL", "StaleStepWarning", "acceptance_fell",

@@ -9,6 +9,7 @@ from .equilibrium import (DRIFT_Z, FALSE_ALARM, RHAT_MAX, ChainSpread, Drift, Re
 from .errors import (ESTIMATORS, MIN_EFFECTIVE, ErrorEstimate, FrozenChainWarning, ShortRunWarning, blocking,
                      error_of_mean, ess_error, gamma_method, thermalization_cut)
 from .states import BLOCKS, THRESHOLD, States, states
+from .specialists import SPECIALIST_THRESHOLD, Specialists, specialists
 from .health import (MAX_ACCEPT_FALL, MAX_DIVERGENT_FRACTION, MIN_ACCEPT_PROB, SamplerHealth, SamplerWarning,
                      StaleStepWarning, acceptance_fell, describe_sampler, sampler_health)
 
@@ -18,4 +19,5 @@ __all__ = ["ErrorEstimate", "ShortRunWarning", "FrozenChainWarning", "MIN_EFFECT
            "chain_spread", "Relaxation", "relaxation", "scalar_series", "converged",
            "MIN_ACCEPT_PROB", "MAX_DIVERGENT_FRACTION", "SamplerWarning", "SamplerHealth", "sampler_health",
            "MAX_ACCEPT_FALL", "StaleStepWarning", "acceptance_fell",
-           "describe_sampler", "BLOCKS", "THRESHOLD", "States", "states"]
+           "describe_sampler", "BLOCKS", "THRESHOLD", "States", "states",
+           "SPECIALIST_THRESHOLD", "Specialists", "specialists"]
