@@ -103,13 +103,14 @@ CHECK_TIER = (
     "test_baselines.py::test_ray_backend_runs_a_tiny_search",
     "test_tempering.py::test_a_tempered_run_through_the_config",
     "test_deep.py::test_a_deep_point_through_the_experiments",
-    # the theories beyond kernel renormalization against sampled networks (199 + 46 + 62)
+    # the theories beyond kernel renormalization against sampled networks (199 + 46 + 62 + 30)
     "test_shared_field.py::test_moved_neurons_average_their_moments_and_their_populations",
     "test_shared_field.py::test_against_sampled_networks_at_two_widths",
     "test_shared_field.py::test_the_monte_carlo_error_is_the_spread_of_independent_solves",
     "test_conv_validation.py",
     "test_theory_beyond.py::test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_deviates",
     "test_theory_beyond.py::test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width",
+    "test_specialist_theory.py::test_against_sampled_networks_where_specialists_appear",
 )
 
 

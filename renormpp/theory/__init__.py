@@ -66,8 +66,12 @@ converge at large alpha (studies/adaptive.py).
 neuron's law exact, averaged by reweighting prior neurons; the sampled network within its error bar on MNIST at
 alpha <= 1, breaks down at alpha >= 2.5 there (docs/validity.md). Not yet a method of :data:`METHODS` (it needs the
 data, not only the kernel's spectrum, and costs seconds to minutes).
+:mod:`.specialists`: k neurons kept exact in the field of a renormalized bulk of N1 - k, equations (SP1)-(SP4);
+within 7% of the sampled network on MNIST (0, 1) at alpha = 4 and 10 (P = 200 and 1000), where the exact theory is
+47-69% off; the exact theory where no neuron specializes (docs/validity.md, "Specialists"). Not a method of
+:data:`METHODS` (it needs the data and samples its specialists: minutes).
 """
-from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, shared_field
+from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, shared_field, specialists
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit, solve
@@ -76,4 +80,5 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
 
 __all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvFit", "ConvergenceWarning", "Method", "Prediction", "Spectrum",
            "TheoryFit", "action", "adaptive", "applies", "conv", "corrected", "fit_or_reason", "get_method", "hidden",
-           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "shared_field", "solve", "why_not"]
+           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "shared_field", "solve", "specialists",
+           "why_not"]
