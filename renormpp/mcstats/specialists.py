@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf
 
-#: the default score (4) above which a neuron is a specialist (:func:`specialists`); it sits in the gap between the
+#: the default score (7) above which a neuron is a specialist (:func:`specialists`); it sits in the gap between the
 #: bulk (scores below about 5) and the specialists (about 10 and more) of the sampled MNIST networks
 SPECIALIST_THRESHOLD = 7.0
 
