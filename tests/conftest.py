@@ -57,8 +57,36 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_ROOT_ENV) == os.env
     os.environ[_CACHE_ENV] = os.path.join(os.environ[_ROOT_ENV], os.environ["PYTEST_XDIST_WORKER"])
 
 
+#: ``RENORMPP_TEST_KEY_OFFSET=k`` adds k to the seed of every JAX key made in the test session (``jax.random.PRNGKey``
+#: and ``jax.random.key``, in the tests and in renormpp alike), so every sampled trajectory changes, as it does on a
+#: CPU that rounds otherwise. A statistical test must decide the same way for any offset: its claim is about the law
+#: of the draws, not about one trajectory. NumPy's seeds (the data sets) are left alone: they draw the same numbers on
+#: every machine. The CLI's subprocesses and the notebooks' kernels are not shifted (their keys come from configs).
+KEY_OFFSET_ENV = "RENORMPP_TEST_KEY_OFFSET"
+
+
+def shift_keys(offset: int) -> None:
+    """Make ``jax.random.PRNGKey(s)`` and ``jax.random.key(s)`` return the key of seed ``s + offset``."""
+    import jax
+
+    if not offset or getattr(jax.random, "_renormpp_key_offset", 0) == offset:
+        return
+    prng, key = jax.random.PRNGKey, jax.random.key
+
+    def shifted(make):
+        def make_shifted(seed, *args, **kwargs):
+            return make(seed + offset, *args, **kwargs)
+        make_shifted.__wrapped__ = make
+        make_shifted.__doc__ = make.__doc__
+        return make_shifted
+
+    jax.random.PRNGKey, jax.random.key = shifted(prng), shifted(key)
+    jax.random._renormpp_key_offset = offset
+
+
 def pytest_configure(config):
     realdata.prepare()
+    shift_keys(int(os.environ.get(KEY_OFFSET_ENV) or 0))
     if os.environ.get(_CACHE_ENV) is None and not os.environ.get("PYTEST_XDIST_WORKER"):
         folder = tempfile.mkdtemp(prefix="renormpp-test-jax-cache-")
         os.environ[_CACHE_ENV] = folder
@@ -159,3 +187,10 @@ def pytest_xdist_make_scheduler(config, log):
             return group(nodeid)
 
     return GroupScheduling(config, log)
+
+
+def pytest_report_header(config):
+    """The two switches that change every trajectory: the key offset and XLA's instruction set."""
+    isa = next((f.split("=", 1)[1] for f in os.environ.get("XLA_FLAGS", "").split() if "xla_cpu_max_isa" in f),
+               "the CPU's own")
+    return f"renormpp: JAX key offset {int(os.environ.get(KEY_OFFSET_ENV) or 0)}, XLA instruction set {isa}"

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 from numpyro.infer import MCMC
 
@@ -132,7 +133,24 @@ def test_the_report_gives_a_verdict_per_quantity(tmp_path):
     out = ex.run(tiny(tmp_path, num_samples=1500))
     report = (out / "report.md").read_text()
     assert "| N1 | alpha = P/N1 | MC eps_g ± sigma | exact Δ | exact z |" in report
-    assert "* **exact** (" in report and (("agrees within " in report) or ("deviates " in report))
+    # one sentence per theory that applies, saying what pooled.csv's verdict says (whichever it is on these draws)
+    pooled = pd.read_csv(out / "pooled.csv")
+    eps = pooled[pooled.quantity == "eps_g"].set_index("theory")
+    pct = lambda x, sign="+": f"{x:{sign}.1%}" if abs(x) >= 0.01 else f"{x:{sign}.2%}"  # noqa: E731
+    sentences = {line.split("**")[1]: line for line in report.splitlines() if line.startswith("* **")}
+    for theory, row in eps.iterrows():
+        if row.verdict == "does not apply":
+            assert theory not in sentences
+            continue
+        said = sentences[theory]
+        if row.verdict.startswith("agrees"):
+            assert f"agrees within {pct(abs(row.delta), '')} at every width (largest |z| {abs(row.z):.1f})" in said
+        elif row.verdict.startswith("deviates"):
+            assert f"deviates by {pct(row.delta)} at N1 = 8 (z = {row.z:+.1f})" in said, (said, row.verdict)
+        else:
+            assert row.verdict.startswith("no verdict: ")
+            assert f"no verdict at N1 = 8 ({row.verdict.split(': ', 1)[1]})" in said
+    assert "exact" in sentences
     assert "sampler: MALA, step_size=" in report  # the sampler and its step, beside every width
     md = (out / "points" / "N1=8_seed=0" / "comparison.md").read_text()  # the verdict per quantity, per point
     assert "| quantity | MC | exact | verdict |" in md and (("agrees (z = " in md) or ("deviates by " in md))
