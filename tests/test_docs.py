@@ -202,3 +202,47 @@ def test_every_name_and_flag_the_docs_use_exists():
             problems += [f"{where}: {line} ({w})" for w in words[2:]
                          if w.startswith("--") and w.split("=")[0] not in known]
     assert not problems, "\n".join(problems)
+
+
+# ---- the numbers of the result pages come from the stored results (scripts/docs_tables.py) ---------------------------
+def _docs_tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "scripts" / "docs_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["figures.md", "results.md", "validity.md"])
+def test_every_table_of_results_is_written_from_its_source(page):
+    """Each table of a result page is the one scripts/docs_tables.py writes from the stored data.csv (or a dated
+    record of the research log, verbatim); `python scripts/docs_tables.py` rewrites them."""
+    assert _docs_tables().problems(page) == []
+
+
+def test_the_docs_numbers_check_catches_a_number_typed_by_hand(tmp_path, monkeypatch):
+    import shutil
+
+    dt = _docs_tables()
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    monkeypatch.setattr(dt, "DOCS", tmp_path / "docs")
+    page = tmp_path / "docs" / "figures.md"
+    text = page.read_text()
+    # the exact theory's eps_g of Fig. 2, recomputed from data.csv, then changed on the page
+    import pandas as pd
+
+    data = pd.read_csv(tmp_path / "docs" / "figures" / "full" / "fig2" / "data.csv")
+    pred = data[(data.quantity == "eps_g") & (data.theory == "exact")].prediction.iloc[0]
+    assert f"| {pred:.5g} |" in text
+    page.write_text(text.replace(f"| {pred:.5g} |", f"| {pred * 1.01:.5g} |", 1))
+    assert any("differs from its source" in p for p in dt.problems("figures.md"))
+    page.write_text(text + "\n| a | 0.0123 ± 0.0004 |\n")  # a table of results outside any generated block
+    assert any("no source generates" in p for p in dt.problems("figures.md"))
+    val = tmp_path / "docs" / "validity.md"
+    v = val.read_text()
+    marker = "<!-- record: log/validity.md -->\n"
+    at = v.index(marker) + len(marker)
+    row_end = v.index("\n", v.index("\n", v.index("\n", at) + 1) + 1)  # the record's first data row
+    val.write_text(v[:row_end] + " changed" + v[row_end:])
+    assert any("not in log/validity.md verbatim" in p for p in dt.problems("validity.md"))

@@ -265,14 +265,62 @@ def make(name: str, size: str = "quick", out=None, *, executor=None, workers=Non
     cfgs = configs(name, size, out, max_seconds)
     start = time.perf_counter()
     if fig is None:
-        return _write_baselines(name, size, out, start, progress is not False)
+        return record(_write_baselines(name, size, out, start, progress is not False), name, size, cfgs)
     for cfg in cfgs.values():
         try:
             runner.run(cfg, executor=executor, workers=workers, address=address, progress=progress)
         except Interrupted as err:
             raise Interrupted(f"{err}; the whole figure: renormpp paper {name} --size {size} --out {out}") from None
     sweeps = {k: report_mod.load_sweep(c["run"]["out"]) for k, c in cfgs.items()}
-    return draw(name, fig, sweeps, out / name, size=size, seconds=time.perf_counter() - start)
+    return record(draw(name, fig, sweeps, out / name, size=size, seconds=time.perf_counter() - start), name, size,
+                  cfgs)
+
+
+#: the file of a figure's folder that says what drew it (:func:`record`)
+PROVENANCE = "provenance.json"
+
+
+def record(folder: Path, name: str, size: str, cfgs: dict) -> Path:
+    """Write ``provenance.json`` into a figure's ``folder``: the renormpp version that drew it, the date, the
+    command and the config of each of its series (the ``renormpp run`` configs of :func:`configs`), and add the
+    same line to the top of its ``summary.md``. A stored figure can so be told apart from one an older version drew.
+    Returns ``folder``."""
+    import datetime
+    import json
+
+    from .. import __version__
+
+    info = {"renormpp": __version__, "commit": _commit(), "date": datetime.date.today().isoformat(),
+            "command": f"renormpp paper {name} --size {size}", "configs": cfgs}
+    write_atomic(folder / PROVENANCE, json.dumps(info, indent=1, default=str) + "\n")
+    summary = folder / "summary.md"
+    if summary.exists():
+        lines = summary.read_text().split("\n")
+        lines.insert(2, provenance_line(info) + "\n")
+        write_atomic(summary, "\n".join(lines))
+    return folder
+
+
+def provenance_line(info: dict) -> str:
+    """``Drawn by renormpp 0.2.0 (commit 1a2b3c4) on 2026-12-06 (`renormpp paper fig1a --size quick`; ...).``"""
+    commit = f" (commit {info['commit']})" if info.get("commit") else ""
+    return (f"Drawn by renormpp {info['renormpp']}{commit} on {info['date']} (`{info['command']}`; the config of "
+            f"each series: [{PROVENANCE}]({PROVENANCE})).")
+
+
+def _commit() -> str | None:
+    """The short commit of the renormpp checkout that runs, or None for an installed wheel (no git folder)."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[2]
+    if not (here / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
 
 
 # ---- drawing -----------------------------------------------------------------------------------------------------
