@@ -10,13 +10,18 @@ TEACHERS = ("linear", "erf_1hl")
 
 
 def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teacher: str = "linear",
-              seed: int = 0, teacher_width: int = 1000) -> Dataset:
+              seed: int = 0, teacher_width: int = 1000, output_correlation: float = 0.0) -> Dataset:
     r"""Gaussian inputs :math:`x \sim \mathcal N(0, \mathbb 1_{N_0})` with labels from a teacher.
 
     * ``"linear"``: :math:`y = W x/\sqrt{N_0}`, :math:`W \in \mathbb R^{D\times N_0}` standard normal
       (paper, Fig. 1a: N0 = 12², D = 2).
     * ``"erf_1hl"``: :math:`y_a = \frac{1}{\sqrt{N_1}}\sum_i v_{ia}\,\mathrm{erf}(w_i\cdot x/\sqrt{N_0})`
       with ``teacher_width`` = N1 = 1000 hidden units and standard normal w, v (supplement).
+
+    ``output_correlation`` = ρ correlates the teacher's outputs: the rows of W (linear) or the columns of v
+    (erf_1hl) are drawn with correlation matrix :math:`(1-\rho)\,\mathbb 1_D + \rho\,\mathbf 1\mathbf 1^\top` (their
+    standard normal draws times its Cholesky factor), so each pair of labels has correlation ρ over the inputs. The
+    output-output correlations of the readout, Q*_ab, then stand out of the noise.
 
     Train and test come from the same teacher. Everything is drawn from ``numpy.random.default_rng(seed)``
     in this order: the (P + P_test, N0) inputs (train first), then W (D, N0), or w (N1, N0) and v (N1, D). The
@@ -38,6 +43,8 @@ def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teac
         The seed of every draw.
     teacher_width : int, default 1000
         The hidden units N1 of the ``"erf_1hl"`` teacher.
+    output_correlation : float, default 0
+        The correlation ρ of every pair of the teacher's outputs, in (-1/(D-1), 1).
 
     Returns
     -------
@@ -47,21 +54,28 @@ def synthetic(P: int = 1000, P_test: int = 1000, N0: int = 144, D: int = 2, teac
     Raises
     ------
     ValueError
-        For a size that is not a positive integer, or an unknown teacher.
+        For a size that is not a positive integer, an unknown teacher, or a correlation outside (-1/(D-1), 1).
     """
     check_positive_ints(P=P, P_test=P_test, N0=N0, D=D, teacher_width=teacher_width)
     if teacher not in TEACHERS:
         raise ValueError(f"unknown teacher {teacher!r}; choose one of {', '.join(map(repr, TEACHERS))}")
+    rho = float(output_correlation)
+    if not (-1.0 / max(D - 1, 1) < rho < 1.0) and rho != 0.0:
+        raise ValueError(f"output_correlation = {output_correlation} makes no correlation matrix for D = {D}: choose "
+                         f"it in (-1/(D-1), 1) = ({-1.0 / max(D - 1, 1):.3g}, 1)")
+    mix = np.linalg.cholesky((1 - rho) * np.eye(D) + rho * np.ones((D, D)))  # the identity at rho = 0
     rng = np.random.default_rng(seed)
     X_all = rng.standard_normal((P + P_test, N0))
     if teacher == "linear":
-        W = rng.standard_normal((D, N0))
+        W = mix @ rng.standard_normal((D, N0))
         Y_all = X_all @ W.T / np.sqrt(N0)
     else:
         w = rng.standard_normal((teacher_width, N0))
-        v = rng.standard_normal((teacher_width, D))
+        v = rng.standard_normal((teacher_width, D)) @ mix.T
         Y_all = erf(X_all @ w.T / np.sqrt(N0)) @ v / np.sqrt(teacher_width)
     meta = dict(P=P, P_test=P_test, N0=N0, D=D, teacher=teacher, seed=seed)
+    if rho:
+        meta["output_correlation"] = rho
     if teacher == "erf_1hl":
         meta["teacher_width"] = teacher_width
     else:  # the input directions the labels depend on (renormpp.diagnostics.kernel.diagnose)

@@ -302,7 +302,7 @@ def record(folder: Path, name: str, size: str, cfgs: dict) -> Path:
 
 
 def provenance_line(info: dict) -> str:
-    """``Drawn by renormpp 0.2.0 (commit 1a2b3c4) on 2026-12-06 (`renormpp paper fig1a --size quick`; ...).``"""
+    """The line a figure's summary starts with: the version, commit and date that drew it, the command, the configs."""
     commit = f" (commit {info['commit']})" if info.get("commit") else ""
     return (f"Drawn by renormpp {info['renormpp']}{commit} on {info['date']} (`{info['command']}`; the config of "
             f"each series: [{PROVENANCE}]({PROVENANCE})).")
@@ -440,7 +440,8 @@ def _architecture(sw) -> str:
 
 def _summary(name, fig, sweeps, size, seconds, files, kinds, local_sets) -> list[str]:
     lines = [f"# {fig.title}", "", f"`renormpp paper {name} --size {size}`: {seconds:.0f} s in this invocation "
-             "(series already sampled are read back, not resampled). Delta = (MC - theory) / theory; z = (MC - theory) "
+             "(series already sampled are read back, not resampled). Delta = (MC - theory) / |theory|, signed "
+             "(negative where the sampled mean lies below the theory); z = (MC - theory) "
              f"/ error; a theory agrees where |z| < {diagnostics.Z_AGREE:g} and the error bar holds (reliable: tau_int "
              "resolved); R-hat is shown, \"chains disagree\" where their means differ by more than their error bars allow "
              "(`rp.diagnostics.chain_spread`).", ""]
@@ -471,10 +472,9 @@ def _point_table(ds, quantities) -> str:
     for q in quantities:
         r = ds.sel(quantity=q)
         cells = []
-        for t in methods:
-            pred, mc = float(r.prediction.sel(theory=t)), float(r.mc_mean)
-            z = float(r.z.sel(theory=t))
-            cells.append(f"{pred:.4g}, {(mc - pred) / pred:+.1%}, {z:+.1f}" if np.isfinite(pred) and pred else "–")
+        for t in methods:  # Delta: compare's delta, (MC - theory) / |theory|
+            pred, delta, z = (float(r[v].sel(theory=t)) for v in ("prediction", "delta", "z"))
+            cells.append(f"{pred:.4g}, {delta:+.1%}, {z:+.1f}" if np.isfinite(pred) and pred else "–")
         rhat = float(r.rhat) if "rhat" in ds else np.nan
         apart = (f"{rhat:.3f}" + (" (chains disagree)" if "chains_apart" in ds and bool(r.chains_apart) else "")
                  if np.isfinite(rhat) else "–")

@@ -430,8 +430,11 @@ class Adapter(MCMCKernel):
 
         flat = jax.vmap(lambda z: ravel_pytree(z)[0]) if batched else (lambda z: ravel_pytree(z)[0])
         if batched and self._pooled:  # every chain adapts from all of them: the same step and mass for all
-            def update(old, s):
-                return jax.vmap(one, in_axes=(0, 0, None, None))(old, s, jnp.mean(s.accept_prob), flat(s.z))
+            def update(old, s):  # computed once (chain 0's state, which every chain shares) and given to each
+                first = jax.tree.map(lambda x: x[0], (old, s))
+                adapted = one(*first, jnp.mean(s.accept_prob), flat(s.z)).adaptation
+                n = s.accept_prob.shape[0]
+                return s._replace(adaptation=jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), adapted))
         else:
             def update(old, s):
                 return (jax.vmap(one) if batched else one)(old, s, s.accept_prob, flat(s.z))
