@@ -12,11 +12,13 @@ The committed files hold the outputs of one run at the quick size, top to bottom
 figures): every code cell has its execution count, in order, every cell that draws a figure has its image, and no
 cell has an error. Without running anything, the tests also check that the notebooks' text says what holds now (no
 "issue N"), that no notebook tunes a step size of its own (the kernels adapt it in the warmup), and that notebook 04
-imports arviz before renormpp, as the README says any order works.
+imports arviz before renormpp, as the README says any order works. The stored tables of compare show the columns that
+compare returns now, and no notebook keeps its own copy of a library figure or of the signed Delta.
 """
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbclient  # the dev extra has nbclient, nbformat and ipykernel
@@ -127,7 +129,28 @@ for name, byP in results.items():
             assert len(a.runs) == cfg["n_init"] and a.std["test_mse"] > 0
             acc = a.values["test_accuracy"]
             assert np.all(np.isfinite(a.values["test_mse"])) and np.all((acc >= 0) & (acc <= 1))
-        assert theory_curves[name][P].shape == (len(N1_fine), 4) and np.all(np.isfinite(theory_curves[name][P]))
+        curve = theory_curves[name][P]
+        assert list(curve.index) == list(N1_fine) and curve.shape == (len(N1_fine), 4)
+        assert np.isfinite(curve.to_numpy()).all()
+# the library's figure draws what it is given: Adam's means as points, the GP's score as a line, the theory dashed;
+# the same from the results as renormpp paper fig3 saves them (mappings)
+import matplotlib.pyplot as plt
+P = cfg["P_list"][0]
+r, curve = results["MNIST"][P], theory_curves["MNIST"][P]
+saved = {P: {"gp": {k: getattr(r["gp"], k) for k in ("train_mse", "test_mse", "train_accuracy", "test_accuracy")},
+             "adam": {n: {"mean": a.mean, "std": a.std} for n, a in r["adam"].items()}}}
+N1s = sorted(r["adam"])
+for fig, curves in ((rp.plots.baselines_vs_N1(results["MNIST"], theory_curves["MNIST"]), curve),
+                    (rp.plots.baselines_vs_N1(saved), None)):
+    assert len(fig.axes) == 4
+    for ax, key in zip(fig.axes, ("train_mse", "test_mse", "train_accuracy", "test_accuracy")):
+        np.testing.assert_allclose(np.asarray(ax.containers[0].lines[0].get_ydata(), dtype=float),
+                                   [r["adam"][n].mean[key] for n in N1s])
+        assert any(np.allclose(line.get_ydata(), getattr(r["gp"], key)) for line in ax.lines)
+        drawn = [line for line in ax.lines if len(line.get_xdata()) == len(curve)
+                 and np.allclose(line.get_ydata(), curve[key])]
+        assert len(drawn) == (curves is not None) and all(line.get_linestyle() == "--" for line in drawn)
+    plt.close(fig)
 gp_train, gp_test = rows["best GP"]
 assert gp_train.shape == gp_test.shape == (lowdim.Y.shape[1],)
 assert np.isclose(gp_test.sum(), res["gp"].test_mse)   # the per-target MSEs add up to the GP's test MSE
@@ -314,3 +337,136 @@ def test_notebook_runs_at_smoke_size(path, monkeypatch, tmp_path):
     client.execute()  # raises CellExecutionError, with the cell and its traceback, on the first failing cell
     errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "error"]
     assert not errors
+
+
+# ---- the tables and figures of the notebooks are the library's -------------------------------------------------
+class _Tables(HTMLParser):
+    """The tables of an HTML output as pandas writes them: per table its header rows (the labels of a row, one per
+    column: a label spanning several columns repeated), its body rows' values (``td``) and the number of index columns
+    (the ``th`` of a body row)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self._part, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append({"head": [], "body": [], "index": 0})
+        elif tag in ("thead", "tbody"):
+            self._part = tag
+        elif tag == "tr" and self.tables:
+            self.tables[-1]["head" if self._part == "thead" else "body"].append([])
+            self._th = 0
+        elif tag in ("th", "td") and self.tables:
+            self._cell, self._span = "", int(dict(attrs).get("colspan") or 1)
+
+    def handle_endtag(self, tag):
+        if tag not in ("th", "td") or self._cell is None:
+            return
+        table, text = self.tables[-1], self._cell.strip()
+        if self._part == "thead":
+            table["head"][-1] += [text] * self._span
+        elif tag == "th":
+            self._th += 1
+            table["index"] = max(table["index"], self._th)
+        else:
+            table["body"][-1].append(text)
+        self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def stored_tables(path):
+    """``(source, columns, rows)`` of every HTML table in a notebook's stored outputs: the source of its cell, one
+    tuple of labels per column (its header's levels from the top down, the index's columns and names left out) and
+    the body's values by row."""
+    for cell in code_cells(path):
+        for out in cell.outputs:
+            html = out.get("data", {}).get("text/html")
+            if not html:
+                continue
+            parser = _Tables()
+            parser.feed(html)
+            for t in parser.tables:
+                k = t["index"]
+                head = [row[k:] for row in t["head"] if any(row[k:])]  # the row of the index's names has no label
+                yield cell.source, list(zip(*head)), t["body"]
+
+
+@pytest.fixture(scope="module")
+def compare_now():
+    """What compare returns now, from a call on a tiny problem (made-up draws, nothing sampled): ``leaves``, the
+    columns of ``Spec.compare`` (the sampled ones and each theory's), the same with one theory or several; ``groups``,
+    its column groups with several theories ("sampled" and the theory names); ``whole``, the columns it rounds to whole
+    numbers; ``variables``, the variables of ``rp.diagnostics.compare``'s Dataset."""
+    import warnings
+
+    import numpy as np
+
+    import renormpp as rp
+
+    data = rp.datasets.synthetic(P=12, P_test=12, N0=4, D=2, teacher="linear", seed=0)
+    spec = rp.Spec(data, N1=6, T=0.01)
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(2, 200, 6, 2))
+    draws = {"eps_g": 0.3 + 0.01 * rng.normal(size=(2, 200)), "overlap": np.einsum("cdna,cdnb->cdab", v, v) / 6}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short made-up run: ShortRunWarning, NotSettledWarning
+        one = spec.compare(draws)
+        several = spec.compare(draws, theories=list(rp.theory.METHODS))
+    leaves = set(several.columns.get_level_values(-1))
+    assert set(one.columns) == leaves and several.columns.nlevels == 2
+    return dict(leaves=leaves, groups=set(several.columns.get_level_values(0)),
+                whole={c for c in one.columns if np.allclose(one[c], np.round(one[c]))},
+                variables=set(several.attrs["dataset"].data_vars))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_tables_show_the_columns_compare_returns_now(path, compare_now):
+    """A stored table that shows compare's ``delta`` shows what compare returns now. In the layout of ``Spec.compare``
+    (a ``sampled`` group, or a ``theory`` column beside ``delta``): exactly its columns, with the columns that the cell
+    adds by name (``.assign(classes=...)``), under its groups, the columns it rounds in whole numbers; any other (a
+    pivot of ``rp.diagnostics.compare``'s Dataset): its variables over the theories. A table stored before compare
+    changed its columns (``settled``, ``ess`` unrounded) fails until the notebook is run again."""
+    now = compare_now
+    checked = 0
+    for source, columns, rows in stored_tables(path):
+        labels = {label for column in columns for label in column}
+        if "delta" not in labels:
+            continue  # not a table of compare's
+        checked += 1
+        own = set(re.findall(r"\.assign\((\w+)=", source)) | set(re.findall(r"\[[\"'](\w+)[\"']\]\s*=", source))
+        leaves = {column[-1] for column in columns} - own
+        groups = {label for column in columns for label in column[:-1]}
+        if "sampled" in groups or "theory" in leaves:
+            assert leaves == now["leaves"], (
+                f"{path.name}: a stored table of Spec.compare shows {sorted(leaves)}; compare returns "
+                f"{sorted(now['leaves'])} now: run the notebook again (notebooks/README.md, 'Outputs')")
+            assert groups <= now["groups"], f"{path.name}: column groups {sorted(groups - now['groups'])}"
+            for j, column in enumerate(columns):
+                if column[-1] in now["whole"]:
+                    shown = [row[j] for row in rows]
+                    assert all(float(x).is_integer() for x in shown), (
+                        f"{path.name}: compare rounds {column[-1]} to whole numbers; the stored table shows {shown}")
+        else:
+            unknown = labels - own - now["variables"] - (now["groups"] - {"sampled"})
+            assert not unknown, f"{path.name}: a stored table of compare's Dataset shows {sorted(unknown)}"
+    if path.name in ("02_langevin_vs_theory.ipynb", "03_readout_overlaps.ipynb", "06_deep_networks.ipynb"):
+        assert checked, f"{path.name}: no stored table of compare's found"
+
+
+#: a figure or a Delta that the library has: rp.plots.baselines_vs_N1, architectures_vs_N1, overlaps_vs_N1, and
+#: compare's ``delta`` = (MC - theory)/|theory|
+OWN_COPIES = re.compile(r"^\s*def\s+(?:plot_vs_N1|panel)\s*\(|\bsigned_delta\b"
+                        r"|mc_mean\)?\s*-\s*[\w.]*prediction\)?\s*\)\s*/", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_keeps_a_copy_of_a_library_plot_or_of_delta(path):
+    """No notebook defines its own ``plot_vs_N1`` or ``panel`` (the results against N1 are drawn by ``rp.plots``) or
+    computes a signed Delta by hand (``signed_delta``, ``(mc_mean - prediction) / ...``: it is compare's ``delta``)."""
+    source = "\n".join(c.source for c in code_cells(path))
+    copies = [m.group(0).strip() for m in OWN_COPIES.finditer(source)]
+    assert not copies, f"{path.name}: {copies}; use rp.plots and compare's delta"

@@ -4,6 +4,7 @@ and theory values that an independent solve reproduces."""
 from __future__ import annotations
 
 import tomllib
+import warnings
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -129,11 +130,79 @@ def _check_outputs(name, out):
             assert f"### N1 = {N1:g} " in summary
         for rhat in rows.rhat:  # each width's R-hat of eps_g is in the summary's table (the two chains agree or not)
             assert f"| {rhat:.3f}" in summary
+    _check_summary_deltas(folder)
     if (folder / "theory.csv").exists():
         curves = pd.read_csv(folder / "theory.csv")
         exact = curves[curves.theory == "exact"]
         drawn = {"exact", "infinite_width"} if name == "cnn" else set(rp.theory.METHODS)  # the CNN: derived methods
         assert set(curves.theory) == drawn and np.isfinite(exact.eps_g).all()
+
+
+def summary_deltas(text: str) -> list[dict]:
+    """Every Delta of a figure's ``summary.md``: one dict per table cell (series, N1, quantity, theory, the
+    prediction and Delta in percent as written), from the tables under "## series: ..." and "### N1 = ..."."""
+    cells, series, N1, theories = [], None, None, []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            series = line[3:].split(":")[0]
+        elif line.startswith("### N1 = "):
+            N1 = float(line.split()[3])
+        elif line.startswith("| quantity |"):
+            theories = [c.split(":")[0].strip() for c in line.strip("|").split("|")[4:]]
+        elif line.startswith("| ") and theories and not line.startswith("|---"):
+            parts = [c.strip() for c in line.strip().strip("|").split("|")]
+            for theory, cell in zip(theories, parts[4:]):
+                if cell != "–":
+                    pred, delta, _ = cell.split(", ")
+                    cells.append(dict(series=series, N1=N1, quantity=parts[0], theory=theory, prediction=float(pred),
+                                      delta=float(delta.rstrip("%"))))
+    return cells
+
+
+def _check_summary_deltas(folder):
+    """Each Delta in ``summary.md`` is (MC - theory)/|theory| recomputed from ``data.csv`` (to the 0.1% it is written
+    with: the sign of a negative theory value included), as is data.csv's own ``delta``; returns the cells."""
+    table = pd.read_csv(folder / "data.csv")
+    recomputed = (table.mc_mean - table.prediction) / table.prediction.abs()
+    np.testing.assert_allclose(table.delta[np.isfinite(recomputed)], recomputed[np.isfinite(recomputed)], rtol=1e-9)
+    cells = summary_deltas((folder / "summary.md").read_text())
+    assert cells, "no Delta found in summary.md"
+    for c in cells:
+        row = table[(table.series == c["series"]) & (table.N1 == c["N1"]) & (table.quantity == c["quantity"])
+                    & (table.theory == c["theory"])]
+        assert len(row) == 1, c
+        r = row.iloc[0]
+        assert c["prediction"] == pytest.approx(r.prediction, rel=1e-3, abs=1e-4), c
+        delta = 100 * (r.mc_mean - r.prediction) / abs(r.prediction)
+        assert abs(c["delta"] - delta) <= 0.05 + 1e-9 * abs(delta), (c, delta)
+    return cells
+
+
+def test_a_summary_s_delta_is_signed_over_the_absolute_theory(tmp_path):
+    """A figure's summary.md gives each Delta as compare's (MC - theory)/|theory|, the one that data.csv holds: where the
+    theory is negative (the anti-correlated readouts of an erf teacher) a sampled mean above it is a positive Delta.
+    The sweep is made of made-up draws around the theory (no sampling), drawn as the supplement's overlap figure."""
+    from renormpp.experiments.report import Sweep
+
+    data = rp.datasets.synthetic(P=30, P_test=50, N0=10, D=2, teacher="erf_1hl", seed=0)
+    fit = rp.theory.solve(data.X, data.Y, N1=20, T=0.01)
+    rng = np.random.default_rng(0)
+    pooled = []
+    for N1 in (20, 40):
+        th = fit.refit("exact", N1=N1)
+        noise = 0.02 * rng.normal(size=(2, 400, 2, 2))
+        draws = {"eps_g": th.generalization_error(data.X_test, data.Y_test) + 0.01 * rng.normal(size=(2, 400)),
+                 "overlap": th.readout_overlap + 0.03 + (noise + noise.swapaxes(-1, -2)) / 2}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # made-up draws: ShortRunWarning and the like
+            pooled.append(rp.diagnostics.compare(draws, fit.refit("infinite_width", N1=N1), data.X_test, data.Y_test))
+    series = paper.Series("erf-D2")
+    figure = paper.Figure("made-up draws around the theory", (("a", "overlaps", series),))
+    folder = paper.draw("test", figure, {series.name: Sweep(None, data, fit, [], pooled)}, tmp_path / "test",
+                        size="smoke", seconds=0.0)
+    cells = _check_summary_deltas(folder)
+    negative = [c for c in cells if c["prediction"] < 0 and c["theory"] == "exact"]
+    assert negative and all(c["delta"] > 0 for c in negative)  # sampled 0.03 above a negative theory: Delta > 0
 
 
 def _make_all(names, out):

@@ -222,7 +222,7 @@ def run(size: str = "full", out=None, *, executor=None, workers=None, address=No
 
 # ---- the table ---------------------------------------------------------------------------------------------------
 def judge(delta: float, sigma: float, reliable: bool, tol: float) -> str:
-    """Does a theory hold within ``tol`` (relative) at a point? ``delta``: (MC - theory)/theory, ``sigma``: the MC
+    """Does a theory hold within ``tol`` (relative) at a point? ``delta``: (MC - theory)/|theory|, ``sigma``: the MC
     error relative to the theory. "holds": |delta| <= tol with an error bar that holds and is at most tol/2;
     "fails": |delta| - 2 sigma > tol (with a reliable error bar); "undecided" otherwise (no prediction, or an error
     bar too wide or not holding)."""
@@ -305,8 +305,8 @@ def _kernel(folders) -> dict:
 
 def table(out, size: str = "full", beyond: bool = True) -> "pd.DataFrame":
     """One row per finished point, theory and quantity (``eps_g`` and the diagonal overlaps ``overlap[a,a]``) of
-    the map in ``out``: MC mean and error, the prediction, Delta = (MC - theory)/theory, z, whether the error bar
-    holds, the verdicts at 1% and 5% (:func:`judge`), the point's hidden-kernel diagnosis and where it lies
+    the map in ``out``: MC mean and error, the prediction, Delta = (MC - theory)/|theory| (signed), z, whether the
+    error bar holds, the verdicts at 1% and 5% (:func:`judge`), the point's hidden-kernel diagnosis and where it lies
     (series, teacher, activation, N0, P, N1, alpha, N0/P). Series not sampled yet are left out. The theories of
     :data:`BEYOND` are solved once per point and kept in ``out/<theory>.json`` (seconds to minutes a point);
     ``beyond=False`` uses only what is kept there.
@@ -437,7 +437,7 @@ def markdown(t, size: str, expected: int) -> str:
     lines = [f"# The validity map ({size} size)", "",
              f"{len(points)} of {expected} points sampled (`renormpp validity-map --size {size}` resumes the rest). "
              "Every point is a finite network sampled from the exact posterior (default sampler, stop on accuracy or "
-             "time), compared on the generalization error ε_g with each theory: Δ = (MC − theory)/theory. "
+             "time), compared on the generalization error ε_g with each theory: Δ = (MC − theory)/|theory|, signed. "
              "A theory **holds within x%** where |Δ| ≤ x% with an error bar that holds and is at most x%/2; it "
              "**fails** where |Δ| − 2σ > x%. Marks: ✓✓ within 1%, ✓ within 5%, ✓? within 5% (1% undecided), "
              "✗ fails at 5%, ? undecided; – the theory does not apply (the 1/N1 correction, the adaptive and the "

@@ -5,7 +5,9 @@ per figure, named after it:
   :data:`renormpp.theory.METHODS` in its record's line style (exact solid, one-loop dashed, infinite width
   dash-dotted, 1/N1-corrected dotted), MC points with error bars (paper Fig. 1); the y-limits follow the points, a
   theory that runs off is clipped and marked where it leaves. :func:`architectures_vs_N1`: several architectures on
-  the same data (the CNN against the fully connected network).
+  the same data (the CNN against the fully connected network, deep networks of several depths).
+  :func:`baselines_vs_N1`: networks trained with Adam against the best infinite-width GP, train and test scores
+  against N1 (paper Figs. 3 and 4).
 * :mod:`.overlaps`: :func:`overlap_heatmaps`, Q*/lambda1 beside the sampled <v v^T>/N1 and their z-scores, with the
   values written in, one row per width (``paper_style=True``: the paper's Fig. 2, diagonals / 20);
   :func:`overlaps_vs_N1`, diagonal and off-diagonal overlaps against N1 (supplement's overlap figure);
@@ -25,12 +27,12 @@ bar does not hold (a run too short: ``reliable`` False) or that have not settled
 disagree or the mean drifts) are drawn hollow. N1 axes are ticked at the sampled widths; legends and notes keep off the data.
 """
 from ._common import HOLLOW, POINTS, log_axis, save, theory_lines
-from .generalization import architectures_vs_N1, generalization_vs_N1
+from .generalization import architectures_vs_N1, baselines_vs_N1, generalization_vs_N1
 from .hidden_kernel import kernel_vs_N1
 from .monte_carlo import autocorr, ess, mc_analysis, trace
 from .overlaps import local_overlaps, overlap_heatmaps, overlaps_vs_N1
 from .validity import discrepancy_vs_N1, scaling, validity_map
 
-__all__ = ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "discrepancy_vs_N1", "ess", "generalization_vs_N1",
-           "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis", "overlap_heatmaps", "overlaps_vs_N1", "save",
-           "scaling", "theory_lines", "trace", "validity_map"]
+__all__ = ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "baselines_vs_N1", "discrepancy_vs_N1", "ess",
+           "generalization_vs_N1", "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis", "overlap_heatmaps",
+           "overlaps_vs_N1", "save", "scaling", "theory_lines", "trace", "validity_map"]

@@ -2,13 +2,16 @@
 :data:`renormpp.theory.METHODS` in its record's line style, the sampled networks as points with error bars; the
 y-limits follow the points, a theory that runs off is clipped and marked where it leaves) and
 :func:`architectures_vs_N1` (several architectures on the same data, e.g. the CNN against the fully connected
-network)."""
+network) and :func:`baselines_vs_N1` (paper Figs. 3 and 4: networks trained with Adam against the best
+infinite-width GP, train and test scores against the width)."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
 from .. import theory
-from ._common import _mc_points, _N1_grid, _plt, log_axis, theory_lines
+from ._common import POINTS, _mc_points, _N1_grid, _plt, log_axis, theory_lines
 
 
 def _fit_ylim(ax, lo, hi, curves: dict):
@@ -188,3 +191,62 @@ def architectures_vs_N1(series: dict, X_test, Y_test, methods=("exact", "infinit
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     return fig, rows
 
+
+def _field(record, name: str):
+    """``record[name]`` of a mapping (a result read back from JSON), else the attribute ``record.name``."""
+    return record[name] if isinstance(record, Mapping) else getattr(record, name)
+
+
+def baselines_vs_N1(results, curves=None, metrics=("mse", "accuracy"), title: str = "",
+                    curve_label: str = "theory"):
+    r"""Networks trained with Adam against the best infinite-width GP across the width (paper Figs. 3 and 4): one row
+    per metric, the training set on the left and the test set on the right, one colour per training-set size P. The
+    Adam baseline is drawn as points (mean ± std over its initializations, :data:`POINTS`), the best GP as a
+    horizontal line, and optional curves (e.g. the posterior mean of the finite Bayesian network from the theory) as
+    dashed lines.
+
+    Parameters
+    ----------
+    results : dict
+        ``{P: {"gp": gp, "adam": {N1: adam}}}``: ``gp`` a :class:`renormpp.baselines.GPResult` or a mapping of its
+        scores (``train_mse``, ``test_mse``, ...), ``adam`` a :class:`renormpp.baselines.AdamBaseline` or a mapping
+        with its ``"mean"`` and ``"std"`` dicts of the same scores.
+    curves : dict, optional
+        ``{P: pandas.DataFrame}`` indexed by the width, with a column per score (``train_mse``, ``test_mse``,
+        ``train_accuracy``, ``test_accuracy``): drawn dashed in the colour of P.
+    metrics : tuple of str, default ("mse", "accuracy")
+        The rows: ``"mse"`` and/or ``"accuracy"`` (``("mse",)`` for a regression).
+    title : str, default ""
+        The figure's title.
+    curve_label : str, default "theory"
+        The legend's name of ``curves``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(len(metrics), 2, figsize=(10, 3.3 * len(metrics)), squeeze=False,
+                             constrained_layout=True)
+    widths = sorted({float(n) for r in results.values() for n in r["adam"]})
+    for c, (P, r) in enumerate(results.items()):
+        color = f"C{c}"
+        N1s = sorted(r["adam"])
+        adam = [r["adam"][n] for n in N1s]
+        for row, metric in zip(axes, metrics):
+            for ax, part in zip(row, ("train", "test")):
+                key = f"{part}_{metric}"
+                mean, std = (np.array([_field(a, stat)[key] for a in adam], dtype=float) for stat in ("mean", "std"))
+                ax.errorbar(np.asarray(N1s, dtype=float), mean, yerr=std, color=color, label=f"Adam, P = {P}",
+                            **POINTS)
+                ax.axhline(_field(r["gp"], key), color=color, label=f"best GP, P = {P}")
+                if curves is not None and P in curves:
+                    ax.plot(curves[P].index, curves[P][key], "--", lw=1, color=color,
+                            label=f"{curve_label}, P = {P}")
+                log_axis(ax, widths)
+                ax.set_xlabel("hidden units $N_1$")
+                ax.set_ylabel(f"{part} {'MSE' if metric == 'mse' else metric}")
+    axes[0, 0].legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return fig

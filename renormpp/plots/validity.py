@@ -1,6 +1,7 @@
-"""Where the theory holds: the relative deviation Delta = (MC - theory) / theory of the generalization loss over
-the validity map (:func:`validity_map`), against N1 (:func:`discrepancy_vs_N1`, the supplement's discrepancy
-figure) and against 1/N1 with its extrapolation to infinite width (:func:`scaling`)."""
+"""Where the theory holds: the relative deviation Delta = (MC - theory) / |theory| (signed, as
+:func:`renormpp.diagnostics.compare`'s ``delta``) of the generalization loss over the validity map
+(:func:`validity_map`), against N1 (:func:`discrepancy_vs_N1`, the supplement's discrepancy figure) and against 1/N1
+with its extrapolation to infinite width (:func:`scaling`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
                  title: str = ""):
     r"""One heatmap per theory over :math:`\alpha = P/N_1` (columns) and :math:`N_0/P` (rows) of one teacher and
     network of the validity map (:mod:`renormpp.experiments.validity`): the colour is the relative deviation
-    :math:`\Delta = (\epsilon_{g,\rm MC} - \epsilon_{g,\rm th})/\epsilon_{g,\rm th}`, clipped at ±20%; the text is
+    :math:`\Delta = (\epsilon_{g,\rm MC} - \epsilon_{g,\rm th})/|\epsilon_{g,\rm th}|`, clipped at ±20%; the text is
     Δ in percent and whether the theory holds within 1% (✓✓) or 5% (✓), fails at 5% (✗) or the point does not
     decide (?); blank where the theory does not apply.
 
@@ -60,7 +61,7 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
 
 def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared_field")):
     r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
-    \epsilon_{g,\rm th}|/\epsilon_{g,\rm th}` against :math:`N_1`, one colour per series (e.g. randomly projected
+    \epsilon_{g,\rm th}|/|\epsilon_{g,\rm th}|` against :math:`N_1`, one colour per series (e.g. randomly projected
     MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory (as in
     :data:`renormpp.theory.METHODS`; the adaptive theory dashed, the shared-field theory dash-dotted), error bars from the sampled mean's error; points
     whose error bar does not hold (``reliable`` False: a run too short or not settled) hollow.
@@ -109,7 +110,7 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
 
 
 def scaling(groups: dict, fits):
-    """Finite-size scaling: the relative deviation Delta = (MC - theory) / theory against 1/N1 with error bars, one
+    """Finite-size scaling: the relative deviation Delta = (MC - theory) / |theory| against 1/N1 with error bars, one
     panel per quantity, one colour per theory, and the straight-line fits extrapolated to 1/N1 = 0.
 
     Parameters
@@ -139,7 +140,7 @@ def scaling(groups: dict, fits):
                             capsize=4, mfc="none")
         ax.axhline(0.0, color="k", lw=0.6)
         ax.set_xlabel("$1/N_1$")
-        ax.set_ylabel("(MC − theory) / theory")
+        ax.set_ylabel("(MC − theory) / |theory|")
         ax.set_title(name)
         ax.legend(fontsize="small", title="theory (squares: extrapolated)")
     return fig
