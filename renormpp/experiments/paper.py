@@ -287,10 +287,13 @@ def record(folder: Path, name: str, size: str, cfgs: dict) -> Path:
     Returns ``folder``."""
     import datetime
     import json
+    from importlib.metadata import PackageNotFoundError, version
 
-    from .. import __version__
-
-    info = {"renormpp": __version__, "commit": _commit(), "date": datetime.date.today().isoformat(),
+    try:
+        release = version("renormpp")
+    except PackageNotFoundError:
+        release = "0+unknown"
+    info = {"renormpp": release, "commit": _commit(), "date": datetime.date.today().isoformat(),
             "command": f"renormpp paper {name} --size {size}", "configs": cfgs}
     write_atomic(folder / PROVENANCE, json.dumps(info, indent=1, default=str) + "\n")
     summary = folder / "summary.md"
