@@ -1,12 +1,13 @@
 # renormpp: `make demo` sets up .venv with renormpp alone and runs the main job; `make test` adds the dev extra
 # (pytest, the docs tools, Ray, build/twine) and runs the first tier of the tests (unit and statistical); `make check`
-# runs the second (notebooks, README examples, real-data figures, the docs site, the wall-time tests, the wheel).
+# runs the second (notebooks, README examples, real-data figures, the docs site, the wall-time tests, the first tier
+# again on other trajectories, the wheel).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 CORE   := $(VENV)/.installed-core
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast check check-demo bench docs wheelhouse clean
+.PHONY: demo test test-fast check check-demo test-other-trajectory bench docs wheelhouse clean
 
 # Python >= 3.12 is needed (ArviZ 1.x). On this image 3.12.1 lives under pyenv; .python-version selects it.
 $(PY):
@@ -36,7 +37,15 @@ test-fast: $(STAMP)
 check: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=10 -m "check and not alone"
 	$(MAKE) check-demo
+	$(MAKE) test-other-trajectory
 	scripts/check-wheel
+
+# the first tier once more on other trajectories: every JAX key shifted (tests/conftest.py) and XLA limited to AVX2,
+# which rounds as another CPU does; a statistical test must decide the same for any trajectory
+OTHER_KEY_OFFSET ?= 17
+OTHER_ISA        ?= AVX2
+test-other-trajectory: $(STAMP)
+	RENORMPP_TEST_KEY_OFFSET=$(OTHER_KEY_OFFSET) XLA_FLAGS="--xla_cpu_max_isa=$(OTHER_ISA) $${XLA_FLAGS:-}" $(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not check and not alone"
 
 # the wall-time tests (the demo against the README's promise), each by itself: a test worker beside it would slow it
 check-demo: $(STAMP)

@@ -29,13 +29,17 @@ def test_make_test_shares_the_groups_over_both_workers_and_prints_the_slowest():
 def test_the_wall_time_tests_run_alone_in_ci_and_nothing_else_is_left_out():
     """`make test` leaves out the second tier (marked `check`) and the tests marked `alone` (the demo's wall time,
     which a worker beside it would slow: 139 s alone, 221-241 s beside the other worker); `make check` runs the
-    second tier, then exactly the `alone` tests without workers (`make check-demo`), then the wheel check; CI runs
+    second tier, then exactly the `alone` tests without workers (`make check-demo`), then the first tier again on
+    other trajectories (every JAX key shifted, XLA limited to another instruction set), then the wheel check; CI runs
     `make test` then `make check`: no test is dropped from CI."""
     assert _recipe("test").endswith('-m "not check and not alone"')
     check = re.search(r"^check: .*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.M)[1]
     lines = [line.strip() for line in check.splitlines()]
     assert '-m "check and not alone"' in lines[0] and "-n 2" in lines[0]
-    assert lines[1:] == ["$(MAKE) check-demo", "scripts/check-wheel"]
+    assert lines[1:] == ["$(MAKE) check-demo", "$(MAKE) test-other-trajectory", "scripts/check-wheel"]
+    other = _recipe("test-other-trajectory")
+    assert "RENORMPP_TEST_KEY_OFFSET=" in other and "--xla_cpu_max_isa=" in other
+    assert other.endswith('-m "not check and not alone"')  # the whole first tier
     demo = _recipe("check-demo")
     assert "-m alone" in demo and " -n " not in demo
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
