@@ -226,26 +226,27 @@ class Spec:
 
     # ---- the theory ----------------------------------------------------------------------------------------------
     def theory(self, method: str = "exact", **solver):
-        """The proportional-limit theory of this network: :func:`renormpp.theory.solve` with this spec's data and
-        hyperparameters.
+        """A theory of this network: :func:`renormpp.theory.solve` with this spec's data and hyperparameters.
 
         Parameters
         ----------
         method : str, default "exact"
-            Any name of :data:`renormpp.theory.METHODS` (``"exact"``, ``"one_loop"``, ``"infinite_width"``,
-            ``"corrected"``).
+            Any name of :data:`renormpp.theory.THEORIES` (``"exact"``, ``"one_loop"``, ``"infinite_width"``,
+            ``"corrected"``, ``"adaptive"``, ``"shared_field"``, ``"specialists"``).
         **solver
-            Passed to the solve (``gtol``, ``maxiter``).
+            The theory's own options (``renormpp.theory.THEORIES[method].options``: ``gtol`` and ``maxiter`` for
+            the kernel methods, ``k`` for the specialists, ...).
 
         Returns
         -------
-        renormpp.theory.TheoryFit
+        fit
+            A fit with the protocol of every theory (:data:`renormpp.theory.PROTOCOL`).
         """
         return self.arch.solve(self.X, self.Y, N1=self.N1, T=self.T, lambda0=self.lambda0, lambda1=self.lambda1,
                                activation=self.activation, method=method, **self.options, **solver)
 
     # ---- the comparison ------------------------------------------------------------------------------------------
-    def compare(self, run, fit=None, *, theories=None, cut="auto", error: str = "gamma"):
+    def compare(self, run, *fits, theories=None, cut="auto", error: str = "gamma"):
         r"""The sampled generalization error and readout overlaps against the theory, one row per quantity.
 
         Parameters
@@ -253,10 +254,12 @@ class Spec:
         run : numpyro.infer.MCMC, dict or DataTree
             The run: an MCMC of :meth:`kernel` (or of any kernel on :attr:`model` recording :attr:`observables`),
             or its samples (``eps_g`` and ``overlap`` with leading chain, draw axes).
-        fit : renormpp.theory.TheoryFit, optional
-            A fit of this spec (default: ``self.theory()``). A fit of other hyperparameters or data is refused.
+        *fits : fits of renormpp.theory.solve, optional
+            Fits of this spec, of any theory (default: ``self.theory()``): ``spec.compare(mcmc, spec.theory(),
+            spec.theory("specialists", k=2))``. A fit of other hyperparameters or data is refused.
         theories : list of str, optional
-            The theory methods to show (default: the fit's own method).
+            The theories to show, names of the comparison's ``theory`` coordinate (default: each fit's own,
+            :func:`renormpp.diagnostics.comparison.column_name`).
         cut : "auto" or int
             The thermalization cut, in draws per chain.
         error : {"gamma", "blocking", "ess"}
@@ -267,7 +270,8 @@ class Spec:
         pandas.DataFrame
             Indexed by quantity (``eps_g``, ``overlap[a,b]`` for a <= b), with the sampled ``mean``, its ``mcse``,
             ``ess`` (draws / tau_int, the integrated autocorrelation time) and ``r_hat``; then, for each theory,
-            ``theory``, ``delta`` = (MC - theory)/|theory| (signed) and ``z`` = (MC - theory)/mcse, under a column
+            ``theory``, ``delta`` = (MC - theory)/|theory| (signed) and ``z`` = (MC - theory)/error (the mcse and a
+            sampled theory's own error, ``theory_mcse``, in quadrature), under a column
             level named by the theory where several are shown. The ``attrs`` hold the comparison's Dataset
             (``table.attrs["dataset"]``, :func:`renormpp.diagnostics.compare`).
 
@@ -285,16 +289,19 @@ class Spec:
 
         from .diagnostics import compare as _compare
 
-        fit = self.theory() if fit is None else fit
-        check_match(self.hyperparameters(), fit_settings(fit), "the spec", "the fit")
-        if fit.P != self.P or not np.array_equal(np.asarray(fit.X), self.X):
-            raise ValueError(f"the fit was solved on other training data (P={fit.P}) than this spec's (P={self.P}): "
-                             "use spec.theory()")
+        from .diagnostics.comparison import column_name
+
+        fits = fits or (self.theory(),)
+        for fit in fits:
+            check_match(self.hyperparameters(), fit_settings(fit), "the spec", f"the {fit.method} fit")
+            if fit.P != self.P or not np.array_equal(np.asarray(fit.X), self.X):
+                raise ValueError(f"the {fit.method} fit was solved on other training data (P={fit.P}) than this "
+                                 f"spec's (P={self.P}): use spec.theory({fit.method!r})")
         settings = run_settings(run)
         if settings:
             check_match(self.hyperparameters(), settings, "the spec", "the run")
-        ds = _compare(run, fit, *self._test_set(), method=error, cut=cut)
-        names = [fit.method] if theories is None else list(theories)
+        ds = _compare(run, list(fits), *self._test_set(), error=error, cut=cut)
+        names = [column_name(f) for f in fits] if theories is None else list(theories)
         unknown = [t for t in names if t not in ds.theory.values]
         if unknown:
             raise ValueError(f"unknown theories {unknown}; choose among {list(ds.theory.values)}")
@@ -312,6 +319,8 @@ class Spec:
             th = ds.sel(theory=t)
             cols[t] = pd.DataFrame({"theory": th.prediction.values, "delta": th.delta.values, "z": th.z.values},
                                    index=base.index)
+            if np.any(th.prediction_error.values > 0):
+                cols[t].insert(1, "theory_mcse", th.prediction_error.values)
         if len(names) == 1:
             table = pd.concat([base, cols[names[0]]], axis=1)
         else:

@@ -47,7 +47,7 @@ def solve_point(d, P, N1, k, Q0, out: Path):
     chain_means = eps.reshape(SIZES[P]["chains"], -1).mean(axis=1) if k else eps
     rec = dict(P=P, N1=N1, k=k, eps_g=float(eps.mean()), eps_g_sd=float(eps.std()), draws=len(eps),
                eps_g_err=float(chain_means.std(ddof=1) / np.sqrt(len(chain_means))) if k else 0.0,
-               chains=SIZES[P]["chains"], Q=fit.Q.tolist(), overlap=fit.overlap().tolist(), history=fit.history,
+               chains=SIZES[P]["chains"], Q=fit.Q.tolist(), overlap=fit.readout_overlap.tolist(), history=fit.history,
                label_projection=((fit.W @ u) ** 2).mean(axis=0).tolist() if k else [],
                seconds=time.perf_counter() - t)
     path.write_text(json.dumps(rec))

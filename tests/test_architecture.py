@@ -22,7 +22,7 @@ ALLOWED = {
     "readout": {"_checks", "network", "precision"},
     "observables": {"_checks", "network"},
     "models": {"_checks", "network", "patches", "readout"},
-    "theory": {"_checks", "infer", "kernels", "network", "patches", "progress"},
+    "theory": {"_checks", "infer", "kernels", "mcstats", "network", "patches", "progress"},
     "infer": {"_checks", "mcmc", "mcstats", "precision"},
     "diagnostics": {"mcstats", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},

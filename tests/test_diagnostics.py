@@ -40,7 +40,7 @@ def test_compare_on_constructed_samples(problem, method):
     ov = np.empty((1, n, 2, 2))
     for k, (a, b) in enumerate([(0, 0), (0, 1), (1, 1)]):
         ov[..., a, b] = ov[..., b, a] = Q[a, b] + shifts[k + 1] + sigma * xi[..., k + 1]
-    ds = dg.compare({"eps_g": eps, "overlap": ov}, fit, data.X_test, data.Y_test, method=method, cut=0)
+    ds = dg.compare({"eps_g": eps, "overlap": ov}, fit, data.X_test, data.Y_test, error=method, cut=0)
     assert list(ds.quantity.values) == ["eps_g", "overlap[0,0]", "overlap[0,1]", "overlap[1,1]"]
     truth = np.array([eps_th, Q[0, 0], Q[0, 1], Q[1, 1]])
     np.testing.assert_allclose(ds.mc_mean, truth + shifts, rtol=1e-10)

@@ -37,7 +37,7 @@ def test_no_specialist_is_kernel_shape_renormalization():
     X, Y, X0, Y0 = _toy()
     fit, exact = sp.solve(X, Y, N1=5, k=0, T=T), rp.theory.solve(X, Y, N1=5, T=T)
     np.testing.assert_allclose(fit.generalization_error(X0, Y0), exact.generalization_error(X0, Y0), rtol=1e-10)
-    np.testing.assert_allclose(fit.overlap(), exact.Q, rtol=1e-10)
+    np.testing.assert_allclose(fit.readout_overlap, exact.Q, rtol=1e-10)
 
 
 def test_every_neuron_explicit_is_the_finite_networks_exact_conditional():
@@ -58,7 +58,7 @@ def test_every_neuron_explicit_is_the_finite_networks_exact_conditional():
             eps.append(float(o["eps_g"]))
             overlaps.append(np.asarray(o["overlap"]))
     np.testing.assert_allclose(fit.eps_g_per_draw(X0, Y0), eps, rtol=1e-9)
-    np.testing.assert_allclose(fit.overlap(), np.mean(overlaps, axis=0), rtol=1e-9)
+    np.testing.assert_allclose(fit.readout_overlap, np.mean(overlaps, axis=0), rtol=1e-9)
 
 
 def test_gradient_density_and_fixed_point_against_dense_algebra():

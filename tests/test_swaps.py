@@ -18,7 +18,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 from scipy.special import erf, logsumexp
 
 import renormpp as rp
@@ -182,3 +182,27 @@ def test_class_contrasts_and_bad_input():
     with pytest.raises(ValueError, match="k=2"):
         MCMC(StateSwaps(inner(model), np.eye(2), k=2), num_warmup=1, num_samples=1, progress_bar=False).run(
             jax.random.PRNGKey(0))
+
+
+def test_the_move_keeps_the_inner_kernels_adaptive_warmup():
+    """A sweep chooses the adaptive warmup by the kernel's own declaration (renormpp.infer.wrapper), so wrapping the
+    default kernel in the move keeps it: the warmup reads and moves the inner kernel's schedule through the wrapper.
+    (With the choice made by hasattr(sampler, "schedule") the move silently turned the adaptive warmup off.)"""
+    from types import SimpleNamespace
+
+    from renormpp.experiments import stages
+    from renormpp.infer import AdaptiveWarmup, adapts_warmup
+
+    model = functools.partial(rp.models.one_hidden_layer, np.float32(X), np.float32(Y), N1=1, T=T, integrate_v=True)
+    swaps = StateSwaps(inner(model), np.eye(2), neurons="all")
+    assert adapts_warmup(swaps) and adapts_warmup(swaps.inner)
+    assert not adapts_warmup(NUTS(model))
+    chains = rp.infer.Chains(swaps, num_chains=2)
+    state = chains.init(jax.random.PRNGKey(0), 200, init_params={"w": np.tile(START.astype(np.float32), (2, 1, 1))})
+    point = SimpleNamespace(sampler=SimpleNamespace(warmup_adapts=lambda: True, num_warmup=200))
+    warm = stages.adaptive_warmup(point, chains, state)
+    assert isinstance(warm, AdaptiveWarmup)
+    assert warm.schedule(state) == swaps.inner.schedule(state.inner) == (50, 150, 200)
+    moved = swaps.reschedule(state, 40, 120, 160)
+    assert swaps.inner.schedule(moved.inner) == (40, 120, 160)
+    assert stages.warmup_end(chains, moved, 200) == 160

@@ -29,6 +29,7 @@ def toy(monkeypatch):
     record = dataclasses.replace(theory.METHODS["infinite_width"], name="toy", label=LABEL, ls=":", color="C5",
                                  noun="the toy theory")
     monkeypatch.setitem(theory.METHODS, "toy", record)
+    monkeypatch.setitem(theory.THEORIES, "toy", theory.registry._kernel_record("toy"))
     return record
 
 
@@ -59,7 +60,7 @@ def test_a_registered_method_is_solved_and_stored_in_theory_json(toy, data):
     assert out["toy"] == out["infinite_width"] and out["toy"]["applies"]
     again = theory.solve(data.X, data.Y, N1=20, method="toy")
     assert again.method == "toy" and "infinite width: nothing solved" in repr(again)
-    with pytest.raises(ValueError, match="'corrected', 'toy'"):
+    with pytest.raises(ValueError, match="'specialists' or 'toy'"):
         theory.solve(data.X, data.Y, N1=20, method="two_loop")
 
 
@@ -91,6 +92,7 @@ def test_the_reason_a_method_does_not_apply_comes_from_its_record(monkeypatch, d
     odd_only = theory.METHODS["corrected"].restriction
     record = dataclasses.replace(theory.METHODS["infinite_width"], name="toy", restriction=odd_only)
     monkeypatch.setitem(theory.METHODS, "toy", record)
+    monkeypatch.setitem(theory.THEORIES, "toy", theory.registry._kernel_record("toy"))
     relu = theory.solve(data.X, data.Y, N1=20, activation="relu", method="infinite_width")
     assert not theory.applies("toy", "relu") and theory.applies("toy", "erf")
     assert theory.why_not(relu, "toy") == "needs an odd activation (relu is not odd)"

@@ -4,6 +4,7 @@ verdicts in words (:func:`verdict`, :func:`summary`) and why a theory does not a
 :func:`renormpp.theory.why_not`)."""
 from __future__ import annotations
 
+import warnings
 
 import numpy as np
 
@@ -47,9 +48,9 @@ theory_fit = theory.refit_or_none
 why_not = theory.why_not
 
 
-def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str = "gamma", cut="auto",
-            sampler: str | None = None, starts=None):
-    r"""Sampled generalization loss and readout overlaps against every method of :data:`renormpp.theory.METHODS`.
+def compare(samples_or_datatree, fits, X_test=None, Y_test=None, *, error: str = "gamma", cut="auto",
+            sampler: str | None = None, starts=None, method: str | None = None):
+    r"""Sampled generalization loss and readout overlaps against the theories of ``fits``.
 
     Parameters
     ----------
@@ -58,12 +59,15 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
         the recorded observables ``eps_g`` and ``overlap`` or the weights ``w`` and ``v`` (then ``X_test``,
         ``Y_test`` are needed). An MCMC's model arguments are checked against the fit's
         (:func:`renormpp.diagnostics.matching.check_match`).
-    fit : renormpp.theory.TheoryFit
-        A fit for the same data, N1, T and priors (any method: the others are computed from its eigendecomposition).
+    fits : fit or sequence of fits
+        Fits of any theory of :data:`renormpp.theory.THEORIES` for the same data, N1, T and priors. A fit of a
+        kernel-renormalization method (:class:`~renormpp.theory.TheoryFit`) first brings every method of
+        :data:`renormpp.theory.METHODS`, computed from its eigendecomposition; every other fit brings its own
+        theory, named by its ``method`` (and ``variant``, e.g. ``specialists[k=2]``).
     X_test, Y_test : array_like
         The test set of the theory's generalization loss.
-    method : {"gamma", "blocking", "ess"}, default "gamma"
-        The error of the MC mean.
+    error : {"gamma", "blocking", "ess"}, default "gamma"
+        The estimator of the error of the MC mean.
     cut : "auto" or int, default "auto"
         The thermalization cut, in draws per chain.
     sampler : str, optional
@@ -75,9 +79,9 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
 
     Returns
     -------
-    xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (every method of
-    :data:`renormpp.theory.METHODS`): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``,
-    ``z`` = (MC - TH) / MC error, ``delta`` = :math:`({\rm MC} - {\rm TH})/|{\rm TH}|`, signed like ``z``
+    xarray.Dataset over ``quantity`` (``eps_g`` and ``overlap[a,b]`` for a <= b) and ``theory`` (the theories of
+    ``fits``): ``mc_mean``, ``mc_error``, ``tau_int``, ``reliable``, ``prediction``, ``prediction_error`` (a sampled
+    theory's own Monte Carlo error, 0 for the others), ``z`` = (MC - TH) / sqrt(MC error² + TH error²), ``delta`` = :math:`({\rm MC} - {\rm TH})/|{\rm TH}|`, signed like ``z``
     (negative where the sampled mean lies below the theory; the supplement's discrepancy, eq:supp:discrep, is its
     absolute value), ``verdict`` (a string per quantity and theory, :func:`verdict`: agrees where :math:`|z| <`
     :data:`Z_AGREE`) and ``not_applicable`` (per theory: why it does not apply here, :func:`why_not`; "" where it
@@ -92,14 +96,26 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     """
     import xarray as xr
 
+    if method is not None:
+        warnings.warn("compare(method=) is now compare(error=): method names a theory everywhere else",
+                      FutureWarning, stacklevel=2)
+        error = method
+    fits = list(fits) if isinstance(fits, (list, tuple)) else [fits]
+    if not fits:
+        raise ValueError("give at least one fit of renormpp.theory.solve")
+    fit = fits[0]
     settings = run_settings(samples_or_datatree)  # an MCMC says what it ran; samples do not
-    if settings:
-        check_match(fit_settings(fit), settings, "the fit", "the run")
+    for f in fits:
+        if settings:
+            check_match(fit_settings(f), settings, "the fit", "the run")
+        if f is not fit:
+            check_match(fit_settings(fit), fit_settings(f), "the first fit", f"the {f.method} fit")
     obs = _observable_draws(samples_or_datatree, fit, X_test, Y_test)
     starts = list(starts) if starts is not None else chain_starts(samples_or_datatree)
     D = obs["overlap"].shape[-1]
-    if D != fit.D:
-        raise ValueError(f"the samples have D={D} outputs but the fit has D={fit.D}")
+    for f in fits:
+        if D != f.D:
+            raise ValueError(f"the samples have D={D} outputs but the fit has D={f.D} ({f.method})")
     if X_test is None or Y_test is None:
         raise ValueError("give X_test and Y_test: the theory's generalization loss needs the test set")
     stats, described = _sampler_stats(samples_or_datatree)
@@ -107,23 +123,24 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
     pairs = [(a, b) for a in range(D) for b in range(a, D)]
     series = [obs["eps_g"]] + [obs["overlap"][..., a, b] for a, b in pairs]
     names = ["eps_g"] + [f"overlap[{a},{b}]" for a, b in pairs]
-    estimates = [error_of_mean(s, method=method, cut=cut) for s in series]
+    estimates = [error_of_mean(s, method=error, cut=cut) for s in series]
     drifts = [drift(s, cut=e.cut) for s, e in zip(series, estimates)]
 
-    pred = np.empty((len(names), len(theory.METHODS)))
-    reasons = []
-    for j, name in enumerate(theory.METHODS):
-        th, reason = theory.fit_or_reason(fit, name)
-        reasons.append(reason)
+    columns = theory_columns(fits)
+    pred = np.full((len(names), len(columns)), np.nan)
+    pred_err = np.zeros_like(pred)
+    for j, (_, th, _) in enumerate(columns):
         if th is None:
-            pred[:, j] = np.nan
             continue
         pred[0, j] = th.generalization_error(X_test, Y_test)
         pred[1:, j] = [th.readout_overlap[a, b] for a, b in pairs]
+        own = th.monte_carlo_error(X_test, Y_test)
+        pred_err[0, j] = own["eps_g"]
+        pred_err[1:, j] = [own["overlap"][a, b] for a, b in pairs]
     mc = np.array([e.mean for e in estimates])
     err = np.array([e.error for e in estimates])
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = (mc[:, None] - pred) / err[:, None]
+        z = (mc[:, None] - pred) / np.hypot(err[:, None], pred_err)
         delta = (mc[:, None] - pred) / np.abs(pred)
     rhats = np.array([rhat(s, cut=e.cut) for s, e in zip(series, estimates)])
     spreads = [chain_spread(s, cut=e.cut) for s, e in zip(series, estimates)]
@@ -148,18 +165,45 @@ def compare(samples_or_datatree, fit, X_test=None, Y_test=None, *, method: str =
              starts_apart=("quantity", starts_apart),
              settled=("quantity", settled),
              reliable=("quantity", [e.reliable and health.ok for e in estimates]),
-             prediction=(("quantity", "theory"), pred), z=(("quantity", "theory"), z),
+             prediction=(("quantity", "theory"), pred), prediction_error=(("quantity", "theory"), pred_err),
+             z=(("quantity", "theory"), z),
              delta=(("quantity", "theory"), delta), verdict=(("quantity", "theory"), np.array(verdicts, dtype=object)),
-             not_applicable=("theory", np.array(reasons, dtype=object))),
-        coords=dict(quantity=names, theory=list(theory.METHODS),
+             not_applicable=("theory", np.array([r for _, _, r in columns], dtype=object))),
+        coords=dict(quantity=names, theory=[n for n, _, _ in columns],
                     a=("quantity", [-1] + [a for a, _ in pairs]), b=("quantity", [-1] + [b for _, b in pairs])),
         attrs=dict(N1=fit.N1, P=fit.P, D=D, T=fit.T, lambda0=fit.lambda0, lambda1=fit.lambda1,
-                   error_method=method, cut=int(estimates[0].cut), draws=int(estimates[0].n),
+                   error_method=error, cut=int(estimates[0].cut), draws=int(estimates[0].n),
                    sampler=sampler or described or "not given", sampler_ok=int(health.ok),
                    sampler_problems="; ".join(health.problems), starts=",".join(starts or [])),
     )
     ds.attrs["summary"] = summary(ds)
     return ds
+
+
+def column_name(fit) -> str:
+    """A fit's name in a comparison: its ``method``, with its ``variant`` where it has one (``specialists[k=2]``)."""
+    variant = getattr(fit, "variant", "")
+    return f"{fit.method}[{variant}]" if variant else fit.method
+
+
+def theory_columns(fits) -> list:
+    """``[(name, fit or None, reason)]``, one per theory a comparison shows: where the first fit is of a method of
+    :data:`renormpp.theory.METHODS`, every such method (refitted from its eigendecomposition, or the reason it does
+    not apply); then every other fit under :func:`column_name`, None with its ``reason`` where it did not converge."""
+    columns, fits = [], list(fits)
+    if fits and fits[0].method in theory.METHODS:
+        for name in theory.METHODS:
+            th, reason = theory.fit_or_reason(fits[0], name)
+            columns.append((name, th, reason))
+        fits = fits[1:]
+    for f in fits:
+        name = column_name(f)
+        if any(name == c[0] for c in columns):
+            if f.method in theory.METHODS:
+                continue  # already there, refitted from the first fit
+            raise ValueError(f"two fits named {name!r}: compare fits of different theories or variants")
+        columns.append((name, f, "") if f.converged else (name, None, f"the fit did not converge: {f.reason}"))
+    return columns
 
 
 def does_not_apply(ds, method: str) -> str:
@@ -187,6 +231,8 @@ def summary(ds) -> str:
                      f"   {th:15s} (does not apply: {does_not_apply(ds, th)})")
     ov = ds.sel(quantity=ds.quantity[1:])
     for th in (theory.REFERENCE, theory.BASELINE):
+        if th not in ds.theory.values:
+            continue
         zs = np.abs(ov.z.sel(theory=th).values)
         if not np.isfinite(zs).any():
             continue

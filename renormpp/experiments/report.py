@@ -102,7 +102,7 @@ def load_sweep(outdir) -> Sweep:
             fit = base.refit("infinite_width", N1=N1)
             folders = [f for _, f in group]
             pooled.append(diagnostics.compare(pooled_draws(folders), fit, data.X_test, data.Y_test,
-                                              method=cfg.run.error_method, sampler=group[0][0].get("sampler"),
+                                              error=cfg.run.error_method, sampler=group[0][0].get("sampler"),
                                               starts=pooled_starts(folders)))
     return Sweep(cfg, data, base, done, pooled)
 

@@ -381,10 +381,10 @@ def _save(ck, store: PointStore, notes: list) -> None:
 def adaptive_warmup(point, chains, state, history=None):
     """The point's :class:`renormpp.infer.AdaptiveWarmup` for the chains' ``state`` (``history``: the warmup's draws
     and statistics before a resumption), or None (a fixed warmup, or a sampler without a schedule: NUTS)."""
-    from ..infer import AdaptiveWarmup
+    from ..infer import AdaptiveWarmup, adapts_warmup
 
     s = point.sampler
-    if not s.warmup_adapts() or s.num_warmup == 0 or not hasattr(chains.sampler, "schedule"):
+    if not s.warmup_adapts() or s.num_warmup == 0 or not adapts_warmup(chains.sampler):
         return None
     return AdaptiveWarmup.of(chains, s.num_warmup, history=history)
 
@@ -392,8 +392,9 @@ def adaptive_warmup(point, chains, state, history=None):
 def warmup_end(chains, state, num_warmup: int) -> int:
     """The draw at which the warmup of the chains' ``state`` ends: its schedule's end (moved by an adaptive warmup),
     or ``num_warmup`` for samplers without one (NUTS)."""
-    schedule = getattr(chains.sampler, "schedule", None)
-    return num_warmup if schedule is None else schedule(state)[2]
+    from ..infer import adapts_warmup
+
+    return chains.sampler.schedule(state)[2] if adapts_warmup(chains.sampler) else num_warmup
 
 
 def next_check(n: int) -> int:
@@ -514,7 +515,7 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
     dt.to_netcdf(folder / "observables.nc")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, method=point.run.error_method, sampler=sampled.sampler)
+        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, error=point.run.error_method, sampler=sampled.sampler)
     ds.to_netcdf(folder / "comparison.nc")
     ds.drop_vars(["a", "b"]).to_dataframe().to_csv(folder / "comparison.csv")
     notes = list(dict.fromkeys(sampled.notes + [str(w.message) for w in caught]))

@@ -26,6 +26,7 @@ from .observed import Observed, ObservedState
 from .swaps import StateSwaps, SwapState, class_contrasts
 from .tempering import ReplicaExchange, ReplicaState, geometric_ladder, tempered
 from .warmup import AdaptiveWarmup
+from .wrapper import Wrapper, adapts_warmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
            "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "StateSwaps", "SwapState", "class_contrasts", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "paper_step_size", "starts", "tempered"]

@@ -234,6 +234,10 @@ class Adapter(MCMCKernel):
         self._num_warmup = 0
         self.curvature = None  #: ULA only: the potential's largest curvature at the start (see ULA_BIAS_BOUND)
 
+    #: its warmup has a schedule that :class:`~renormpp.infer.warmup.AdaptiveWarmup` may move (the warmup protocol of
+    #: :mod:`renormpp.infer.wrapper`)
+    adapts_warmup = True
+
     @property
     def adapts_mass(self) -> bool:
         """Whether the warmup learns a mass (a window of :mod:`renormpp.mcmc.adaptation`)."""

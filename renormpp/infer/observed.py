@@ -10,6 +10,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from ..precision import full_precision
+from .wrapper import Wrapper
 
 
 class ObservedState(namedtuple("ObservedState", ["inner", "obs"])):
@@ -30,7 +31,7 @@ class ObservedState(namedtuple("ObservedState", ["inner", "obs"])):
         return super()._replace(inner=inner, **own)
 
 
-class Observed(MCMCKernel):
+class Observed(Wrapper):
     """``Observed(NUTS(model), fn)``: the kernel's draws, with ``fn(params)`` of the constrained parameters recorded
     in the state's ``obs`` (the sample field): e.g. ``fn = renormpp.observables.default(X_test, Y_test)``.
 
@@ -45,12 +46,8 @@ class Observed(MCMCKernel):
     """
 
     def __init__(self, kernel: MCMCKernel, observables: Callable):
-        self.kernel, self.observables = kernel, observables
+        self.inner, self.observables = kernel, observables
         self._batched = False
-
-    @property
-    def model(self):
-        return self.kernel.model
 
     @property
     def sample_field(self):
@@ -58,37 +55,26 @@ class Observed(MCMCKernel):
 
     @property
     def default_fields(self):
-        return ("obs",) + tuple(f for f in self.kernel.default_fields if f != self.kernel.sample_field)
-
-    @property
-    def is_ensemble_kernel(self):
-        return self.kernel.is_ensemble_kernel
-
-    @property
-    def _sample_fn(self):  # MCMC re-initializes the kernel while this is None
-        return getattr(self.kernel, "_sample_fn", None)
-
-    def get_diagnostics_str(self, state):
-        return self.kernel.get_diagnostics_str(state.inner)
+        return ("obs",) + tuple(f for f in self.inner.default_fields if f != self.inner.sample_field)
 
     def postprocess_fn(self, model_args, model_kwargs):
         return identity
 
     def _observe(self, inner, model_args, model_kwargs):
-        constrain = self.kernel.postprocess_fn(model_args, model_kwargs)
+        constrain = self.inner.postprocess_fn(model_args, model_kwargs)
         fn = lambda z: self.observables(constrain(z))  # noqa: E731
-        z = getattr(inner, self.kernel.sample_field)
+        z = getattr(inner, self.inner.sample_field)
         return jax.vmap(fn)(z) if self._batched else fn(z)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self._batched = not is_prng_key(rng_key)
-        inner = self.kernel.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        inner = self.inner.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
         with full_precision():
             return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 
     def sample(self, state, model_args, model_kwargs):
         with full_precision():  # the wrapped kernel's step and the record (no TF32 on GPUs)
-            inner = self.kernel.sample(state.inner, model_args, model_kwargs)
+            inner = self.inner.sample(state.inner, model_args, model_kwargs)
             return ObservedState(inner, self._observe(inner, model_args, model_kwargs or {}))
 
 

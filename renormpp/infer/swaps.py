@@ -39,12 +39,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from .._checks import matrix, positive_int
 from ..mcmc import metrics
 from ..precision import full_precision
+from .wrapper import Wrapper
 
 #: the ways :class:`StateSwaps` picks the neurons it reflects
 SELECTIONS = ("random", "aligned", "all")
@@ -229,7 +229,7 @@ class SwapState(namedtuple("SwapState", ["inner", "swap_accept_prob", "swaps_acc
         return self.swaps_accepted / jnp.maximum(self.swaps_tried, 1)
 
 
-class StateSwaps(MCMCKernel):
+class StateSwaps(Wrapper):
     r"""``StateSwaps(inner, directions)``: the inner kernel's draws, with a reflection move (W1)-(W3) between state
     directions attempted before every ``every``-th draw.
 
@@ -270,43 +270,24 @@ class StateSwaps(MCMCKernel):
         _check_selection(neurons, positive_int("k", k, "neurons reflected per move"))
         if momentum not in MOMENTUM:
             raise ValueError(f"momentum must be one of {MOMENTUM}; got {momentum!r}")
-        self.kernel = inner
+        self.inner = inner
         self.normals = reflection_normals(directions)
         self.every = positive_int("every", every, "draws between moves")
         self.neurons, self.k, self.momentum, self.site = neurons, int(k), momentum, site
         self._batched = False
 
-    # ---- MCMCKernel interface ----------------------------------------------------------------------------------
-    @property
-    def model(self):
-        return self.kernel.model
-
-    @property
-    def sample_field(self):
-        return self.kernel.sample_field
-
-    @property
-    def default_fields(self):
-        return self.kernel.default_fields
-
+    # ---- MCMCKernel interface (the rest is the Wrapper's: the inner kernel's) -----------------------------------
     @property
     def is_ensemble_kernel(self):
         return False
 
-    @property
-    def _sample_fn(self):  # MCMC re-initializes the kernel while this is None
-        return getattr(self.kernel, "_sample_fn", None)
-
     def get_diagnostics_str(self, state):
         rate = float(jnp.mean(state.swap_rate))
-        return f"{self.kernel.get_diagnostics_str(state.inner)}, swap acc. {rate:.3f}"
-
-    def postprocess_fn(self, model_args, model_kwargs):
-        return self.kernel.postprocess_fn(model_args, model_kwargs)
+        return f"{self.inner.get_diagnostics_str(state.inner)}, swap acc. {rate:.3f}"
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self._batched = not is_prng_key(rng_key)
-        inner = self.kernel.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        inner = self.inner.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
         W = inner.z[self.site] if isinstance(inner.z, dict) and self.site in inner.z else None
         shape = None if W is None else W.shape[1:] if self._batched else W.shape
         if shape is None or len(shape) != 2 or shape[1] != self.normals.shape[1]:
@@ -324,7 +305,7 @@ class StateSwaps(MCMCKernel):
             i = state.inner.i[0] if self._batched else state.inner.i
             due = (i % self.every) == 0
             moved = jax.lax.cond(due, lambda s: self._attempt(s, model_args, model_kwargs), lambda s: s, state)
-            inner = self.kernel.sample(moved.inner, model_args, model_kwargs)
+            inner = self.inner.sample(moved.inner, model_args, model_kwargs)
             return moved._replace(inner=inner)
 
     # ---- the move ----------------------------------------------------------------------------------------------
@@ -333,7 +314,7 @@ class StateSwaps(MCMCKernel):
 
         def one(s):
             key_next, k_pair, k_sel, k_u, k_p = jax.random.split(s.rng_key, 5)
-            U = self.kernel._potential(model_args, model_kwargs, s.beta)
+            U = self.inner._potential(model_args, model_kwargs, s.beta)
             z = s.z
             W = z[self.site]
             n = normals[jax.random.randint(k_pair, (), 0, normals.shape[0])]
@@ -357,7 +338,7 @@ class StateSwaps(MCMCKernel):
 
     def describe(self, state=None) -> str:
         """The inner kernel's description and the move's, with its acceptance where ``state`` is given."""
-        text = (f"{self.kernel.describe(None if state is None else state.inner)}; reflections between "
+        text = (f"{self.inner.describe(None if state is None else state.inner)}; reflections between "
                 f"{self.normals.shape[0]} pairs of state directions every {self.every} draws, neurons "
                 f"{self.neurons!r}" + (f" (k = {self.k})" if self.neurons != "all" else "")
                 + f", momentum {'redrawn' if self.momentum == 'refresh' else 'kept'} after a move")

@@ -32,12 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key
 
 from .._checks import positive_int
 from ..precision import full_precision
+from .wrapper import Wrapper
 from .adapter import BETA, Adapter, LangevinState
 
 
@@ -136,7 +136,7 @@ class ReplicaState(NamedTuple):
         return self.swaps_accepted / jnp.maximum(self.swaps_tried, 1)
 
 
-class ReplicaExchange(MCMCKernel):
+class ReplicaExchange(Wrapper):
     """Replica exchange of ``inner`` (an :class:`.Adapter` built on a NumPyro model, its adaptation not pooled) over
     the likelihood temperatures ``betas`` (``betas[0] = 1``, decreasing; e.g. :func:`geometric_ladder`): see the
     module docstring. The inner kernel's model is replaced by :func:`tempered` of it.
@@ -171,21 +171,8 @@ class ReplicaExchange(MCMCKernel):
     def replicas(self) -> int:
         return len(self.betas)
 
-    # ---- MCMCKernel interface ----------------------------------------------------------------------------------
-    @property
-    def model(self):
-        return self.inner.model
-
-    @property
-    def sample_field(self):
-        return self.inner.sample_field
-
-    @property
-    def default_fields(self):
-        return self.inner.default_fields
-
-    def postprocess_fn(self, model_args, model_kwargs):
-        return self.inner.postprocess_fn(model_args, model_kwargs)
+    # ---- MCMCKernel interface (the rest is the Wrapper's: the inner kernel's) -----------------------------------
+    _sample_fn = None  # MCMC initializes the ladder anew for each run
 
     def get_diagnostics_str(self, state):
         return (f"{self.inner.get_diagnostics_str(state.inner)}, swaps={float(jnp.mean(state.swap_rate)):.2f}, "
@@ -243,21 +230,7 @@ class ReplicaExchange(MCMCKernel):
                            swaps_accepted=st.swaps_accepted + a, swaps_tried=st.swaps_tried + tried,
                            rng_key=keys[:, 0])
 
-    # ---- the warmup's schedule and reports, from the inner kernel ----------------------------------------------
-    def schedule(self, state):
-        return self.inner.schedule(state.inner)
-
-    def reschedule(self, state, start, stop, end, *, restart_window: bool = False):
-        return state._replace(inner=self.inner.reschedule(state.inner, start, stop, end,
-                                                          restart_window=restart_window))
-
-    def averaged_log_step(self, state):
-        return self.inner.averaged_log_step(state.inner)
-
-    @property
-    def adapts_mass(self) -> bool:
-        return self.inner.adapts_mass
-
+    # ---- the warmup's schedule and reports are the inner kernel's (the Wrapper's), one step per replica ----------
     @property
     def pools_adaptation(self) -> bool:
         return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..theory import THEORIES
 from ._common import HOLLOW, POINTS, _plt
 
 
@@ -22,8 +23,7 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
     table : list of dict
         Rows of :func:`renormpp.experiments.validity.table` (one teacher and network).
     theories : tuple of str
-        The theories drawn, names of :data:`renormpp.theory.METHODS` or of the theories beyond them (``adaptive``,
-        ``shared_field``).
+        The theories drawn, names of :data:`renormpp.theory.THEORIES`.
     title : str, default ""
         The figure's title.
 
@@ -62,8 +62,8 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
 def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared_field")):
     r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
     \epsilon_{g,\rm th}|/|\epsilon_{g,\rm th}|` against :math:`N_1`, one colour per series (e.g. randomly projected
-    MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory (as in
-    :data:`renormpp.theory.METHODS`; the adaptive theory dashed, the shared-field theory dash-dotted), error bars from the sampled mean's error; points
+    MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory and marker
+    per theory (its record of :data:`renormpp.theory.THEORIES`), error bars from the sampled mean's error; points
     whose error bar does not hold (``reliable`` False: a run too short or not settled) hollow.
 
     Parameters
@@ -71,8 +71,7 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
     table : list of dict
         Rows of :func:`renormpp.experiments.validity.table`.
     theories : tuple of str
-        The theories drawn, names of :data:`renormpp.theory.METHODS` or of the theories beyond them (``adaptive``,
-        ``shared_field``).
+        The theories drawn, names of :data:`renormpp.theory.THEORIES`.
 
     Returns
     -------
@@ -80,9 +79,6 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
     """
     plt = _plt()
     eps = table[(table.quantity == "eps_g") & table.theory.isin(theories)]
-    styles = {"exact": "-", "corrected": ":", "infinite_width": "-.", "adaptive": "--", "one_loop": (0, (5, 2, 1, 2)),
-              "shared_field": (0, (3, 1, 1, 1))}
-    markers = {"exact": "o", "corrected": "s", "infinite_width": "^", "adaptive": "D", "shared_field": "P"}
     fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
     hollow = False
     for i, (series, g) in enumerate(eps.groupby("series", sort=False)):
@@ -91,10 +87,10 @@ def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared
             if h.empty:
                 continue
             y, ok = 100 * h.delta.abs().values, h.reliable.astype(bool).values
-            ax.errorbar(h.N1, y, yerr=100 * h.mc_error / h.prediction.abs(), color=f"C{i}", ls=styles.get(th, "-"),
+            ax.errorbar(h.N1, y, yerr=100 * h.mc_error / h.prediction.abs(), color=f"C{i}", ls=THEORIES[th].ls,
                         marker="none", capsize=3, label=f"{series}: {th.replace('_', ' ')}")
             for held, face in ((ok, f"C{i}"), (~ok, "none")):
-                ax.plot(h.N1.values[held], y[held], ls="none", marker=markers.get(th, "o"), ms=5, color=f"C{i}",
+                ax.plot(h.N1.values[held], y[held], ls="none", marker=THEORIES[th].marker, ms=5, color=f"C{i}",
                         mfc=face)
             hollow |= bool((~ok).any())
     if hollow:

@@ -53,32 +53,38 @@ parameter couples (output, patch) pairs, a :math:`D n_p \times D n_p` matrix, an
 :math:`K_{ij}` locally, :math:`A = T + \sum_{ij} Q_{(ai),(bj)} K_{ij}/(\lambda_1 n_p)`; n_p = 1 is the theory above.
 The derivation, equations (C1)-(C10), and the fit, :class:`~.conv.ConvFit`, are in :mod:`.conv`.
 
-The methods are one table, :data:`METHODS` (:mod:`.methods`): a :class:`Method` record per method says where it
-applies, how it solves, when its result holds, its predictions, and its label and line style in the figures.
-:func:`fit_or_reason` gives a method at a fit, or why it does not apply there.
+Every theory is a record of one table, :data:`THEORIES` (:mod:`.registry`): where it applies, what it costs
+(from the kernel's spectrum, from the data, or sampled), how it solves and how figures name it; :func:`solve`
+(``method=name``) and ``spec.theory(name)`` reach each one, and every fit keeps one protocol (:data:`PROTOCOL`:
+``method``, ``converged``, ``reason``, ``Q``, ``readout_overlap``, ``predict`` -> :class:`Prediction`,
+``generalization_error``, and a sampled theory's own ``monte_carlo_error``), so ``spec.compare`` and
+:func:`renormpp.diagnostics.compare` take fits of any theory. The kernel-renormalization methods are, besides, the
+table :data:`METHODS` (:mod:`.methods`): a :class:`Method` record per method says how it finds Q, when its result
+holds and its predictions; :func:`fit_or_reason` gives a method at a fit, or why it does not apply there.
 
 The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that the theory predicts,
 :math:`K_{\rm post} = K - KGK` (Eq. (H1)), and the theory with a given kernel in place of K (the oracle test).
-:mod:`.adaptive`: a theory whose kernel adapts beyond the D x D rescaling (a saturating single-neuron tilt on
-Gaussian first-layer weights, moment-matched); not yet a method of :data:`METHODS`: it does not
-converge at large alpha (studies/adaptive.py).
-:mod:`.shared_field`: the shared-field theory: one Gaussian field shared by all neurons, each
-neuron's law exact, averaged by reweighting prior neurons; the sampled network within its error bar on MNIST at
-alpha <= 1, breaks down at alpha >= 2.5 there (docs/validity.md). Not yet a method of :data:`METHODS` (it needs the
-data, not only the kernel's spectrum, and costs seconds to minutes).
-:mod:`.specialists`: k neurons kept exact in the field of a renormalized bulk of N1 - k, equations (SP1)-(SP4);
-within 7% of the sampled network on MNIST (0, 1) at alpha = 4 and 10 (P = 200 and 1000), where the exact theory is
-47-69% off; the exact theory where no neuron specializes (docs/validity.md, "Specialists"). Not a method of
-:data:`METHODS` (it needs the data and samples its specialists: minutes).
+The theories beyond kernel renormalization, records of :data:`THEORIES`:
+:mod:`.adaptive` (``method="adaptive"``): a kernel that adapts beyond the D x D rescaling (a saturating
+single-neuron tilt on Gaussian first-layer weights, moment-matched); it does not converge at large alpha
+(studies/adaptive.py).
+:mod:`.shared_field` (``method="shared_field"``): one Gaussian field shared by all neurons, each neuron's law exact,
+averaged by reweighting prior neurons; the sampled network within its error bar on MNIST at alpha <= 1, breaks down
+at alpha >= 2.5 there (docs/validity.md). It needs the data, not only the kernel's spectrum: seconds to minutes.
+:mod:`.specialists` (``method="specialists"``, option ``k``): k neurons kept exact in the field of a renormalized
+bulk of N1 - k, equations (SP1)-(SP4); within 7% of the sampled network on MNIST (0, 1) at alpha = 4 and 10 (P = 200
+and 1000), where the exact theory is 47-69% off; the exact theory where no neuron specializes (docs/validity.md,
+"Specialists"). It samples its specialists: minutes.
 """
-from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, shared_field, specialists
+from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, registry, shared_field, specialists
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
-from .fit import Prediction, TheoryFit, solve
+from .fit import Prediction, TheoryFit
+from .registry import COSTS, PROTOCOL, THEORIES, Problem, Theory, get_theory, solve
 from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
                       why_not)
 
-__all__ = ["BASELINE", "METHODS", "REFERENCE", "ConvFit", "ConvergenceWarning", "Method", "Prediction", "Spectrum",
-           "TheoryFit", "action", "adaptive", "applies", "conv", "corrected", "fit_or_reason", "get_method", "hidden",
-           "lowrank", "methods", "moments", "nonodd", "refit_or_none", "shared_field", "solve", "specialists",
-           "why_not"]
+__all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
+           "Problem", "REFERENCE", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive", "applies",
+           "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "methods", "moments",
+           "nonodd", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]

@@ -273,6 +273,10 @@ def matched_kernel(kap, G) -> np.ndarray:
     return 0.5 * (Keff + Keff.T)
 
 
+#: The activations the adaptive theory covers: odd ones whose tilted kernel it computes (module docstring).
+ACTIVATIONS = ("erf", "linear", "tanh")
+
+
 # ----------------------------------------------------------------------------------------------
 # result
 # ----------------------------------------------------------------------------------------------
@@ -310,6 +314,14 @@ class AdaptiveFit(FitShape):
     C0: np.ndarray = field(repr=False)
     order: int = 64
     method: str = "adaptive"
+
+    @property
+    def reason(self) -> str:
+        """Why the fit has not converged; "" where it has."""
+        if self.converged:
+            return ""
+        return (f"the adaptive kernel did not converge: relative change of K_eff {self.change:.2g} after "
+                f"{self.n_iter} iterations at alpha = {self.alpha:.3g}")
 
     @property
     def readout_overlap(self) -> np.ndarray:
@@ -404,7 +416,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     if tilt not in ("cavity", "linear"):
         raise ValueError(f"tilt must be 'cavity' (Eq. (A6)) or 'linear' (Eq. (A1)); got {tilt!r}")
     act = get_activation(activation)
-    if not act.odd or act.name not in ("erf", "linear", "tanh"):
+    if not act.odd or act.name not in ACTIVATIONS:
         raise ValueError(f"the adaptive theory holds for the odd activations 'erf', 'tanh' and 'linear' (its "
                          f"action has no mean feature); got {act.name!r}")
     X, Y = data_pair(X, Y)

@@ -1,4 +1,5 @@
-"""The result of a solve, :class:`TheoryFit`, and :func:`solve`: every theory method of :data:`METHODS` on data (X, Y)."""
+"""The result of a kernel-renormalization solve, :class:`TheoryFit`, and :func:`solve_renormalized`: every method of
+:data:`METHODS` on data (X, Y)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,7 @@ from .._checks import data_pair, positive as _positive, positive_int
 from ..network import ActivationLike, get_activation
 from . import conv as conv_theory, nonodd
 from .action import Spectrum, _terms
-from .methods import Problem, check_applies, get_method
+from .methods import SpectralProblem, check_applies, get_method, reason_of
 from .prediction import FitShape, Prediction
 
 
@@ -68,6 +69,8 @@ class TheoryFit(FitShape):
     Q_mean: np.ndarray | None = None
     mean_t: np.ndarray | None = field(default=None, repr=False)  # V^T m, the mean feature in the eigenbasis (non-odd)
     depth: int = 1
+    #: why the result does not hold ("" where it converged), in its method record's words
+    reason = property(reason_of)
 
     def __repr__(self) -> str:
         solved = get_method(self.method).note or f"n_iter={self.n_iter}"
@@ -215,11 +218,12 @@ class TheoryFit(FitShape):
 # ----------------------------------------------------------------------------------------------
 # solve
 # ----------------------------------------------------------------------------------------------
-def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
-          activation: ActivationLike = "erf", method: str = "exact", *, depth: int = 1, gtol: float = 1e-8,
-          maxiter: int = 5000, conv=None) -> TheoryFit:
-    r"""Solve the proportional-limit theory for a network with ``depth`` hidden layers on data (X, Y), or with
-    ``conv`` for a one-hidden-layer convolutional network.
+def solve_renormalized(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0,
+                       activation: ActivationLike = "erf", method: str = "exact", *, depth: int = 1, gtol: float = 1e-8,
+                       maxiter: int = 5000, conv=None) -> TheoryFit:
+    r"""Solve a kernel-renormalization theory (a method of :data:`METHODS`) for a network with ``depth`` hidden layers
+    on data (X, Y), or with ``conv`` for a one-hidden-layer convolutional network. :func:`renormpp.theory.solve`
+    reaches it and every other theory of :data:`renormpp.theory.THEORIES`.
 
     Parameters
     ----------
@@ -300,7 +304,7 @@ def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=
     maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
     mean_t = None if get_activation(activation).odd else \
         spec.V.T @ kernels.nngp_mean(X, lambda0=lambda0, activation=activation)  # V^T m, non-odd (.nonodd)
-    Q, R, grad_norm, n_iter = record.solve(Problem(spec, N1, T, lambda1, depth, gtol, maxiter, mean_t))
+    Q, R, grad_norm, n_iter = record.solve(SpectralProblem(spec, N1, T, lambda1, depth, gtol, maxiter, mean_t))
     if mean_t is None:
         S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
         # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged

@@ -41,7 +41,7 @@ import numpy as np
 
 from .._checks import data_pair
 from .action import Spectrum, moments
-from .methods import BASELINE, Problem, get_method
+from .methods import BASELINE, SpectralProblem, get_method
 
 
 def _check_covered(fit) -> None:
@@ -179,7 +179,7 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     if method not in ("exact", "one_loop", BASELINE):
         raise ValueError(f"with_kernel solves the methods exact, one_loop and infinite_width; got {method!r}")
     spec = Spectrum.from_kernel(0.5 * (K + K.T), Y)
-    Q = record.solve(Problem(spec, float(N1), float(T), float(lambda1), 1, gtol, maxiter, None))[0]
+    Q = record.solve(SpectralProblem(spec, float(N1), float(T), float(lambda1), 1, gtol, maxiter, None))[0]
     out = dict(Q=Q, readout_overlap=Q / lambda1, method=method)
     if K_cross is None:
         return KernelTheory(**out)

@@ -34,7 +34,7 @@ from .action import ConvergenceWarning, Spectrum, _minimize, _terms, moments
 
 
 # ---- what a method's solve sees ----------------------------------------------------------------------------------
-class Problem(NamedTuple):
+class SpectralProblem(NamedTuple):
     """The data and parameters of one solve in the kernel eigenbasis: ``mean_t`` = V^T m, the mean feature of a
     non-odd activation in the eigenbasis (:mod:`.nonodd`), None for an odd activation."""
 
@@ -52,13 +52,13 @@ class Problem(NamedTuple):
         return self.spec.Yt.shape[1]
 
 
-def _infinite_width(pb: Problem):
+def _infinite_width(pb: SpectralProblem):
     """Q = 1 (and R = 1 for a non-odd activation): nothing solved."""
     eye = np.eye(pb.D)
     return (eye, None, None, 0) if pb.mean_t is None else (eye, eye, 0.0, 0)
 
 
-def _one_loop_Q(pb: Problem) -> np.ndarray:
+def _one_loop_Q(pb: SpectralProblem) -> np.ndarray:
     """At Q = 1 the gradient is the data term and the prior's Hessian 1/L: :math:`Q = 1 - L\\,\\partial_Q S|_{Q=1}`
     (Eq. (D2) of :mod:`renormpp.theory`)."""
     eye = np.eye(pb.D)
@@ -66,7 +66,7 @@ def _one_loop_Q(pb: Problem) -> np.ndarray:
     return eye - pb.depth * G1
 
 
-def _one_loop(pb: Problem):
+def _one_loop(pb: SpectralProblem):
     """The one-loop order parameter(s): ``(Q, R, grad_norm, n_iter)``, R and grad_norm None for an odd activation
     (computed from Q by the caller)."""
     if pb.mean_t is not None:
@@ -75,7 +75,7 @@ def _one_loop(pb: Problem):
     return _one_loop_Q(pb), None, None, 0
 
 
-def _saddle_point(pb: Problem):
+def _saddle_point(pb: SpectralProblem):
     """The stationary point of the action: Newton from the one-loop Q (or Q = 1 where that is not safely positive
     definite), L-BFGS where Newton stalls (:func:`renormpp.theory.action._minimize`); for a non-odd activation the
     root search of :func:`renormpp.theory.nonodd.solve`."""
@@ -179,7 +179,7 @@ POSITIVE_DEFINITE = Convergence(lambda grad_norm, gtol, spd: spd, _warn_not_posi
 class Method:
     """One theory method.
 
-    ``solve(problem) -> (Q, R, grad_norm, n_iter)``: the order parameter of a :class:`Problem` (R, the mean part's,
+    ``solve(problem) -> (Q, R, grad_norm, n_iter)``: the order parameter of a :class:`SpectralProblem` (R, the mean part's,
     and the gradient norm only for a non-odd activation: None otherwise, then computed from Q); ``convergence``: when
     the result holds (:data:`STATIONARY` or :data:`POSITIVE_DEFINITE`); ``label``, ``ls``, ``color``: its curve in
     the figures (:mod:`renormpp.plots`); ``noun``: its name in the report's prose (``"the one-loop theory"``);
@@ -190,7 +190,7 @@ class Method:
     """
 
     name: str
-    solve: Callable[[Problem], tuple]
+    solve: Callable[[SpectralProblem], tuple]
     convergence: Convergence
     label: str
     ls: str
@@ -348,6 +348,12 @@ def fit_or_reason(fit, method: str, **changes):
         warnings.simplefilter("ignore", RuntimeWarning)  # reported as the reason instead
         th = fit if (fit.method == method and not changes) else fit.refit(method, **changes)
     return (th, "") if th.converged else (None, record.convergence.reason(th))
+
+
+def reason_of(fit) -> str:
+    """Why a fit of a method of :data:`METHODS` does not hold, in its record's words; "" where it converged (the
+    ``reason`` of :class:`~renormpp.theory.TheoryFit` and :class:`~renormpp.theory.conv.ConvFit`)."""
+    return "" if fit.converged else get_method(fit.method).convergence.reason(fit)
 
 
 def refit_or_none(fit, method: str, **changes):

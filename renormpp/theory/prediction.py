@@ -39,7 +39,28 @@ class Prediction:
 
 class FitShape:
     """The sizes of a fit with training inputs ``X`` (P, N0), order parameter ``Q`` and width ``N1`` (its ``D``: the
-    readout overlap's outputs), and what follows from its ``predict(X0) -> Prediction``."""
+    readout overlap's outputs), and what follows from its ``predict(X0) -> Prediction``; the defaults of the fit
+    protocol (:data:`renormpp.theory.PROTOCOL`) for a theory of one hidden layer that samples nothing."""
+
+    #: the number of hidden layers (a deep fit's own field overrides it)
+    depth = 1
+    #: the draws a sampled theory averages over; 0 where nothing is sampled
+    draws = 0
+
+    def monte_carlo_error(self, X0, Y0) -> dict:
+        """The theory's own Monte Carlo error of ``generalization_error(X0, Y0)`` (``eps_g``) and of
+        ``readout_overlap`` (``overlap``, D x D): zero for a theory that samples nothing.
+
+        Parameters
+        ----------
+        X0, Y0 : array_like
+            Test inputs and labels.
+
+        Returns
+        -------
+        dict
+        """
+        return dict(eps_g=0.0, overlap=np.zeros((self.D, self.D)))
 
     @property
     def P(self) -> int:

@@ -60,7 +60,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import nngp, nngp_diag
+from ..mcstats import error_of_mean
 from ..network import ActivationLike, hidden, x64_context
+from .prediction import FitShape, Prediction
 
 __all__ = ["SpecialistFit", "solve", "sweep", "conditional"]
 
@@ -218,19 +220,29 @@ def _sample(pb: _Problem, Q, init, num_warmup: int, num_samples: int, seed: int,
 # the fit and its predictions
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SpecialistFit:
-    """A solve of (SP1)-(SP2): the bulk's order parameter ``Q`` (D, D) and the specialists' draws ``W`` (n, k, N0).
+class SpecialistFit(FitShape):
+    """A solve of (SP1)-(SP2): the bulk's order parameter ``Q`` (D, D) and the specialists' draws ``W`` (n, k, N0),
+    with the protocol of every fit (:data:`renormpp.theory.PROTOCOL`): its predictions are the moments of the mixture
+    over the specialists' law.
 
     Attributes
     ----------
     Q : numpy.ndarray, shape (D, D)
         The bulk's order parameter at (SP2).
     W : numpy.ndarray, shape (n, k, N0)
-        Draws of the specialists' weights from their law at Q (chains pooled).
+        Draws of the specialists' weights from their law at Q (``chains`` chains, one after the other).
     k : int
         The number of explicit neurons.
     history : list of float
-        max |ΔQ| of each outer iteration (the last should be small against Q).
+        max |ΔQ| of each outer iteration.
+    chains : int
+        The chains the draws come from (their Monte Carlo error is that of ``chains`` series).
+    noise : float
+        The draws' own noise in Q at the last iteration: half the largest difference between the fixed points (SP2)
+        of the two halves of its draws (one chain against the other where there are two).
+    rtol : float
+        The outer iteration has converged where its last max |ΔQ| is within three times ``noise`` (a step that the
+        draws' noise explains) or at most ``rtol`` max |Q|.
     """
 
     Q: np.ndarray
@@ -238,43 +250,108 @@ class SpecialistFit:
     k: int
     history: list
     _pb: _Problem
+    chains: int = 1
+    noise: float = 0.0
+    rtol: float = 0.01
+    method = "specialists"
 
-    def predict(self, X0):
-        """Mean (n, P0, D) and the trace of the covariance (n, P0) of f at ``X0`` for each draw, (SP1) conditioned."""
-        return _predict(self._pb, self.Q, self.W, X0)
+    @property
+    def variant(self) -> str:
+        """What tells fits of this theory apart in a comparison: ``k=2``."""
+        return f"k={self.k}"
 
-    def generalization_error(self, X0, Y0) -> float:
-        r"""ε_g (paper Eq. (3)) averaged over the specialists' law: mean over ``X0`` of
-        :math:`\|y_0 - \Gamma\|^2 + {\rm Tr}\,\Sigma`."""
-        return float(np.mean(self.eps_g_per_draw(X0, Y0)))
+    # --- the network, as every fit gives it ---------------------------------------------------------------------
+    N1 = property(lambda self: self._pb.N1)
+    T = property(lambda self: self._pb.T)
+    lambda0 = property(lambda self: self._pb.lambda0)
+    lambda1 = property(lambda self: self._pb.lambda1)
+    activation = property(lambda self: self._pb.activation)
+    X = property(lambda self: self._pb.X)
+
+    @property
+    def draws(self) -> int:
+        """The draws of the specialists that the predictions average over (0 at k = 0: nothing sampled)."""
+        return len(self.W) if self.k else 0
+
+    @property
+    def converged(self) -> bool:
+        """Whether the last outer iteration moved Q by no more than its draws' noise explains (three times
+        ``noise``), or by at most ``rtol`` of its largest entry."""
+        return not self.reason
+
+    @property
+    def reason(self) -> str:
+        """Why the fit has not converged; "" where it has."""
+        if not self.history:
+            return ""
+        scale = float(np.max(np.abs(self.Q)))
+        if self.history[-1] <= max(self.rtol * scale, 3 * self.noise):
+            return ""
+        return (f"the outer iteration did not settle: its last max |dQ| = {self.history[-1]:.2g}, beyond three times "
+                f"the draws' noise ({self.noise:.2g}) and rtol {self.rtol:g} of max |Q| = {scale:.2g}; raise "
+                "iterations")
+
+    # --- predictions --------------------------------------------------------------------------------------------
+    def predict_per_draw(self, X0):
+        """Given each draw of the specialists, (SP1) conditioned: the mean (n, P0, D) and the variances (n, P0, D)
+        of f along the eigenvectors of Q, and those eigenvectors U (D, D)."""
+        return _predict(self._pb, self.Q, self.W, self._test_inputs(X0))
+
+    def predict(self, X0) -> Prediction:
+        """The mean (P0, D) and covariance (P0, D, D) of f at ``X0`` over the specialists' law: the mixture of the
+        Gaussians of each draw (the mean of their covariances plus the covariance of their means)."""
+        mean_n, var_n, U = self.predict_per_draw(X0)
+        mean = mean_n.mean(axis=0)
+        dev = mean_n - mean
+        cov = np.einsum("ad,xd,bd->xab", U, var_n.mean(axis=0), U) + np.einsum("nxa,nxb->xab", dev, dev) / len(dev)
+        return Prediction(mean=mean, cov=cov)
 
     def eps_g_per_draw(self, X0, Y0) -> np.ndarray:
-        """ε_g given each draw of the specialists (n,): its spread says how much their law matters."""
+        """ε_g given each draw of the specialists (n,): its spread says how much their law matters; its mean is
+        ``generalization_error``."""
+        X0 = self._test_inputs(X0)
         Y0 = np.asarray(Y0, np.float64).reshape(len(X0), -1)
-        mean, var = self.predict(X0)
-        return np.mean(np.sum((Y0[None] - mean) ** 2, axis=-1) + var, axis=-1)
+        mean, var, _ = self.predict_per_draw(X0)
+        return np.mean(np.sum((Y0[None] - mean) ** 2, axis=-1) + var.sum(axis=-1), axis=-1)
 
-    def overlap(self) -> np.ndarray:
+    @property
+    def readout_overlap(self) -> np.ndarray:
         r"""The readout overlaps :math:`\langle v v^\top\rangle/N_1` (D, D) of (SP4)."""
+        return self.overlap_per_draw().mean(axis=0)
+
+    def overlap_per_draw(self) -> np.ndarray:
+        r"""(SP4) given each draw of the specialists, (n, D, D)."""
         pb = self._pb
         q, U, a, z, Sa, Minv = _blocks(pb, self.Q, self._rotated())
         # in block d a specialist's readout (times sqrt(lambda1)) has mean M^-1 Sa^T z_d and covariance M^-1, since
         # S~^T A_d^-1 = M^-1 Sa^T (Woodbury)
         m = np.einsum("ndkl,ndpl,dp->nkd", Minv, Sa, z) / np.sqrt(pb.lambda1)  # (n, k, D), U basis
-        spec = np.einsum("nkd,nke->de", m, m) / len(m) + np.diag(
-            np.einsum("ndkk->d", Minv) / (len(m) * pb.lambda1))
-        return (pb.N1 - pb.k) / pb.N1 * self.Q / pb.lambda1 + U @ spec @ U.T / pb.N1
+        spec = np.einsum("nkd,nke->nde", m, m) + np.einsum("ndkk,de->nde", Minv, np.eye(len(q))) / pb.lambda1
+        return (pb.N1 - pb.k) / pb.N1 * self.Q / pb.lambda1 + np.einsum("ad,nde,be->nab", U, spec, U) / pb.N1
+
+    def monte_carlo_error(self, X0, Y0) -> dict:
+        """The theory's own Monte Carlo error of ε_g and of the overlaps (D, D), from the draws of its ``chains``
+        chains by the Gamma method (:func:`renormpp.mcstats.error_of_mean`); zero at k = 0."""
+        if not self.draws:
+            return super().monte_carlo_error(X0, Y0)
+        chains = lambda x: np.reshape(x, (self.chains, -1) + np.shape(x)[1:])  # noqa: E731
+        eps = error_of_mean(chains(self.eps_g_per_draw(X0, Y0)), cut=0).error
+        ov = chains(self.overlap_per_draw())
+        D = ov.shape[-1]
+        return dict(eps_g=float(eps), overlap=np.array([[error_of_mean(ov[..., a, b], cut=0).error
+                                                          for b in range(D)] for a in range(D)]))
 
     def _rotated(self):
         return np.einsum("pq,nqk->npk", self._pb.V.T, self._pb.scaled_features(self.W))
 
 
 def _predict(pb: _Problem, Q, W, X0, chunk: int = 16):
-    """Mean (n, P0, D) and trace of the covariance (n, P0) at ``X0`` per draw, ``chunk`` draws at a time."""
+    """Mean (n, P0, D) and variances (n, P0, D) along Q's eigenvectors at ``X0`` per draw, ``chunk`` draws at a time,
+    and those eigenvectors U."""
     X0 = np.asarray(X0, np.float64)
     if len(W) > chunk:
         parts = [_predict(pb, Q, W[i:i + chunk], X0, chunk) for i in range(0, len(W), chunk)]
-        return np.concatenate([m for m, _ in parts]), np.concatenate([v for _, v in parts])
+        return np.concatenate([m for m, _, _ in parts]), np.concatenate([v for _, v, _ in parts]), parts[0][2]
     St = np.einsum("pq,nqk->npk", pb.V.T, pb.scaled_features(W))
     S0 = pb.scaled_features(W, X0)  # (n, P0, k)
     q, U, a, z, Sa, Minv = _blocks(pb, Q, St)
@@ -282,15 +359,15 @@ def _predict(pb: _Problem, Q, W, X0, chunk: int = 16):
     k00 = nngp_diag(X0, lambda0=pb.lambda0, activation=pb.activation)
     n, D = len(W), len(q)
     mean_u = np.zeros((n, len(X0), D))
-    var = np.zeros((n, len(X0)))
+    var = np.zeros((n, len(X0), D))
     for d in range(D):
         C = pb.beta * q[d] * Kx[None] + np.einsum("npk,nxk->npx", St, S0)  # (n, P, P0)
         Ca = C / a[d][None, :, None]
         SC = np.einsum("npk,npx->nkx", St, Ca)  # S~^T D^-1 C
         AinvC = Ca - np.einsum("npk,nkl,nlx->npx", Sa[:, d], Minv[:, d], SC)
         mean_u[..., d] = np.einsum("npx,p->nx", AinvC, z[d])
-        var += pb.beta * q[d] * k00[None] + np.sum(S0 ** 2, axis=-1) - np.einsum("npx,npx->nx", C, AinvC)
-    return mean_u @ U.T, var
+        var[..., d] = pb.beta * q[d] * k00[None] + np.sum(S0 ** 2, axis=-1) - np.einsum("npx,npx->nx", C, AinvC)
+    return mean_u @ U.T, var, U
 
 
 def conditional(X, Y, W, *, N1: int, T: float, Q=None, lambda0: float = 1.0, lambda1: float = 1.0,
@@ -353,7 +430,7 @@ def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _Problem:
 
 
 def _start_Q(pb: _Problem) -> np.ndarray:
-    from .fit import solve as exact
+    from .fit import solve_renormalized as exact
 
     return np.asarray(exact(pb.X, pb.Y, N1=pb.N1, T=pb.T, lambda0=pb.lambda0, lambda1=pb.lambda1,
                             activation=pb.activation).Q, np.float64)
@@ -398,7 +475,7 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
     if k == 0:
         return SpecialistFit(Q=Q, W=np.zeros((1, 0, pb.X.shape[1])), k=0, history=[], _pb=pb)
     state = _templates(pb, chains, np.random.default_rng(seed))
-    history = []
+    history, noise = [], 0.0
     for it in range(iterations):
         W, state = _sample(pb, Q, state, num_warmup if it == 0 else num_warmup // 3, num_samples, seed + it,
                            thinning)
@@ -406,10 +483,13 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
             St = np.einsum("pq,nqk->npk", pb.V.T, pb.scaled_features(W))
             new = _self_consistent_Q(pb, Q, St)
             history.append(float(np.max(np.abs(new - Q))))
+            if it == iterations - 1:  # the draws' own noise in Q: the fixed points of two halves of them
+                a, b = (_self_consistent_Q(pb, new, half) for half in np.array_split(St, 2))
+                noise = float(np.max(np.abs(a - b))) / 2
             Q = new
     if iterations > 1:  # the final draws at the final Q
         W, state = _sample(pb, Q, state, num_warmup // 3, num_samples, seed + iterations, thinning)
-    return SpecialistFit(Q=Q, W=W, k=k, history=history, _pb=pb)
+    return SpecialistFit(Q=Q, W=W, k=k, history=history, _pb=pb, chains=chains, noise=noise)
 
 
 def sweep(X, Y, X0, Y0, *, N1: int, T: float, k_max: int = 4, rtol: float = 0.02, **options):

@@ -13,7 +13,7 @@ import scipy.linalg
 from ..._checks import data_pair, matrix, positive as _positive, positive_int
 from ...network import ActivationLike, get_activation
 from ...patches import Patches, PatchesLike, as_patches
-from ..methods import METHODS, get_method
+from ..methods import METHODS, get_method, reason_of
 from ..prediction import FitShape, Prediction
 from .action import _factor, _inverse, _Problem, _solve
 from .patch_kernels import KERNEL_MEMORY, PatchKernels
@@ -50,7 +50,8 @@ class ConvFit(FitShape):
     X: np.ndarray = field(repr=False)
     kernels: PatchKernels = field(repr=False)
     y: np.ndarray = field(repr=False)  # the labels stacked by output, index (a, mu) -> a P + mu
-    depth = 1  # one hidden layer (read by renormpp.theory.methods)
+    #: why the result does not hold ("" where it converged), in its method record's words
+    reason = property(reason_of)
     nonodd = False  # odd activations only
     #: Methods of :data:`renormpp.theory.METHODS` that this theory does not have, and why
     #: (:func:`renormpp.theory.fit_or_reason`).

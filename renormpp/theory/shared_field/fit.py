@@ -63,6 +63,14 @@ class SharedFieldFit(FitShape):
     tempered: bool = False  # each fresh population taken to (F1) by tempered sequential Monte Carlo
     mc_error: tuple = (0.0, 0.0)  # the field's Monte Carlo error in the residuals' norms (_mc_error; "mcmc" only)
 
+    method = "shared_field"
+
+    @property
+    def Q(self) -> np.ndarray:
+        r"""The counterpart of the kernel theory's order parameter, :math:`\lambda_1\langle v v^\top\rangle/N_1`
+        (D x D)."""
+        return self.lambda1 * self.readout_overlap
+
     @property
     def weights(self) -> np.ndarray:
         """The M neurons' weights (M, N0)."""

@@ -8,7 +8,7 @@ import numpy as np
 from ... import kernels
 from ..._checks import data_pair, positive, positive_int
 from ...network import get_activation
-from ..fit import solve as solve_exact
+from ..fit import solve_renormalized as solve_exact
 from .averaged import _AVERAGED_ITER, _averaged
 from .checkpoint import _Checkpoint, _key
 from .equations import _control, _field, _guarded_moments, _per_neuron
