@@ -150,6 +150,6 @@ def describe_sampler(sampler, state) -> str:
     if hasattr(sampler, "describe"):
         return sampler.describe(state)
     step = getattr(getattr(state, "adapt_state", None), "step_size", None)
-    inner = getattr(sampler, "kernel", sampler)
+    inner = getattr(sampler, "inner", sampler)
     return type(inner).__name__ + (f", adapted step_size={float(np.mean(np.asarray(step))):.3g}" if step is not None
                                    else "")
