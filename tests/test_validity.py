@@ -86,12 +86,12 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     for f in ("validity.md", "validity.csv", "map_linear_erf.png", "adaptive.json", "shared_field.json"):
         assert (out / f).stat().st_size > 0, f
     t = pd.read_csv(out / "validity.csv")
-    assert len(t) == 3 * len(validity.THEORIES)  # eps_g and the two diagonal overlaps, every theory
+    assert len(t) == 3 * len(validity.COMPARED)  # eps_g and the two diagonal overlaps, every theory
     cfg = validity.configs("smoke", out)["linear_erf_N0=1P"]
     sweep = load_sweep(cfg["run"]["out"])
     data, N1 = sweep.data, cfg["model"]["N1"][0]
     exact = rp.theory.solve(data.X, data.Y, N1=N1, T=0.01)
-    adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, maxiter=validity.ADAPTIVE_MAXITER)
+    adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, **validity.BEYOND_OPTIONS["adaptive"])
     shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.GRIDS["smoke"].maxiter,
                                           proposal=validity.SHARED_FIELD_PROPOSAL,
                                           neurons=validity.GRIDS["smoke"].neurons)

@@ -35,6 +35,7 @@ import numpy as np
 
 from threadpoolctl import threadpool_limits
 
+from ..theory import THEORIES as THEORY_RECORDS
 from . import runner
 from .config import ConfigError
 from .report import load_sweep, markdown_table
@@ -44,15 +45,14 @@ from .store import write_atomic
 SIZES = ("full", "quick", "smoke")
 #: the tolerances of the statement "holds within x%"
 TOLERANCES = (0.01, 0.05)
-#: the theories beyond kernel-shape renormalization, solved at each point from its data (seconds to minutes each, odd
-#: activations): the adaptive-kernel theory (renormpp.theory.adaptive) and the shared-field theory
-#: (renormpp.theory.shared_field). Not methods of renormpp.theory.METHODS, whose solves see only the kernel's
-#: eigenbasis and take milliseconds at every point of every report.
-BEYOND = ("adaptive", "shared_field")
+#: the theories beyond kernel-shape renormalization solved at each point from its data (seconds to minutes each):
+#: every record of renormpp.theory.THEORIES whose cost is not the kernel's spectrum and that needs no choice the map
+#: does not make (the specialists' number k): today the adaptive-kernel and the shared-field theories.
+BEYOND = tuple(name for name, t in THEORY_RECORDS.items() if t.cost != "spectrum" and not t.required)
+#: the options the map solves a theory of BEYOND with (the shared field's are its size's, :class:`Size`)
+BEYOND_OPTIONS = {"adaptive": dict(maxiter=60)}  # it converges in 20-40 outer iterations where it converges at all
 #: the theories compared at every point: the methods of renormpp.theory.METHODS that the report shows, then BEYOND
-THEORIES = ("exact", "corrected", "infinite_width", *BEYOND)
-#: outer iterations of the adaptive theory per point (it converges in 20-40 where it converges at all)
-ADAPTIVE_MAXITER = 60
+COMPARED = ("exact", "corrected", "infinite_width", *BEYOND)
 #: how the shared-field theory averages over (F1): its neurons moved there by MCMC (the Gaussian proposal's importance
 #: weights, "fitted", were 18% off at MNIST alpha = 2 with a Pareto k below 0.7)
 SHARED_FIELD_PROPOSAL = "mcmc"
@@ -249,17 +249,21 @@ def _solve_beyond(theory: str, data, model: dict, widths, grid: Size, checkpoint
     converges; with the ``neurons`` and ``maxiter`` of the map's size ``grid``). ``widths`` are a series' planned
     widths, so a point's row does not depend on which points were solved before it. ``checkpoints``: a folder where
     the shared-field solves save their progress (:func:`renormpp.theory.shared_field.solve`'s ``checkpoint``)."""
-    from ..theory import adaptive, shared_field
+    from ..theory import Problem, shared_field
 
-    if model["activation"] not in ("erf", "tanh", "linear"):
-        return {N1: {"reason": f"the {theory.replace('_', '-')} theory is checked for odd activations only (not "
-                               f"{model['activation']})"} for N1 in widths}
-    args = dict(T=model["T"], lambda0=model["lambda0"], lambda1=model["lambda1"], activation=model["activation"])
+    record = THEORY_RECORDS[theory]
+    args = dict(T=model["T"], lambda0=model["lambda0"], lambda1=model["lambda1"], activation=model["activation"],
+                depth=model.get("depth", 1))
+    reason = record.applies(Problem(data.X, data.Y, N1=widths[0], **args))
+    if reason:
+        return {N1: {"reason": f"the {theory.replace('_', '-')} theory {reason}"} for N1 in widths}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a non-converging iteration warns as it goes: its verdict says so
-        if theory == "adaptive":
-            fits = {N1: adaptive.solve(data.X, data.Y, N1, maxiter=ADAPTIVE_MAXITER, **args) for N1 in widths}
-            return {N1: _row(f, data, f"did not converge (relative change {f.change:.2g})") for N1, f in fits.items()}
+        if theory != "shared_field":
+            fits = {N1: record.solve(Problem(data.X, data.Y, N1=N1, **args), **BEYOND_OPTIONS.get(theory, {}))
+                    for N1 in widths}
+            return {N1: _row(f, data, f"did not converge: {f.reason}") for N1, f in fits.items()}
+        del args["depth"]
         return {N1: _row(f, data, f"did not converge: {f.reason}") | {"proposal": SHARED_FIELD_METHOD,
                                                                        "maxiter": grid.maxiter}
                 for N1, f in shared_field.continued(data.X, data.Y, widths, maxiter=grid.maxiter,
@@ -363,7 +367,7 @@ def _rows(name: str, cfg: dict, caches: dict, paths: dict, beyond: bool, grid: S
                 continue
             e = ds.sel(quantity=q)
             mc, err, reliable = float(e.mc_mean), float(e.mc_error), bool(e.reliable)
-            preds = {th: float(e.prediction.sel(theory=th)) for th in THEORIES if th not in BEYOND}
+            preds = {th: float(e.prediction.sel(theory=th)) for th in COMPARED if th not in BEYOND}
             preds.update({th: np.nan if not r.get("converged") else r["eps_g"] if q == "eps_g" else
                           r["overlap"][int(q[8])] for th, r in solved.items()})
             for th, pred in preds.items():
@@ -421,7 +425,7 @@ def statement(t) -> list[str]:
     """Where each theory holds within 1% and 5% on eps_g, in words (one line per theory and group of points)."""
     eps = t[(t.quantity == "eps_g") & np.isfinite(t.prediction)]
     lines = []
-    for th in THEORIES:
+    for th in COMPARED:
         for group, g in eps[eps.theory == th].groupby("group", sort=False):
             within = {tol: _where(g[g[f"within_{round(100 * tol)}%"] == "holds"]) for tol in TOLERANCES}
             n = f"{len(g)} point{'s' * (len(g) != 1)}"
@@ -461,7 +465,7 @@ def markdown(t, size: str, expected: int) -> str:
                 if c.empty:
                     cells.append("not sampled")
                     continue
-                text = " / ".join(_cell(c.loc[th]) for th in THEORIES)
+                text = " / ".join(_cell(c.loc[th]) for th in COMPARED)
                 k = c.iloc[0]
                 if "kernel_holds" in c and np.isfinite(k.get("kernel_r1", np.nan)):
                     text += (f"; K {'holds' if k.kernel_holds else 'adapted'}, r1 {k.kernel_r1:.2f} / "
@@ -482,7 +486,7 @@ def markdown(t, size: str, expected: int) -> str:
                     if np.isfinite(k.get("kernel_r1", np.nan)) else "–")
             oracle = f"{k.eps_g_oracle:.4g}" if np.isfinite(k.get("eps_g_oracle", np.nan)) else "–"
             lines.append(f"| {s} | {n} | {k.alpha:g} | {k.mc_mean:.4g} ± {k.mc_error:.1g} | "
-                         + " | ".join(_cell(c.loc[th]) for th in THEORIES) + f" | {kern} | {oracle} |")
+                         + " | ".join(_cell(c.loc[th]) for th in COMPARED) + f" | {kern} | {oracle} |")
         lines += ["", "![discrepancy](discrepancy.png)", ""]
     return "\n".join(lines) + "\n"
 
@@ -507,7 +511,7 @@ def write(out, size: str = "full", t=None, beyond: bool = True) -> Path:
     write_atomic(out / "validity.md", markdown(t, size, expected))
     syn = t[t.family == "synthetic"]
     for (teacher, act), g in syn.groupby(["teacher", "activation"], sort=False):
-        drawn = [th for th in THEORIES if np.isfinite(g[g.theory == th].prediction).any()]  # none for ReLU: no panel
+        drawn = [th for th in COMPARED if np.isfinite(g[g.theory == th].prediction).any()]  # none for ReLU: no panel
         fig = plots.validity_map(g, theories=drawn, title=f"{teacher} teacher, {act} network, P = {g.P.iloc[0]}")
         plots.save(fig, out / _map_name(teacher, act))
         plt.close(fig)
