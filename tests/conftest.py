@@ -61,7 +61,9 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_ROOT_ENV) == os.env
 #: and ``jax.random.key``, in the tests and in renormpp alike), so every sampled trajectory changes, as it does on a
 #: CPU that rounds otherwise. A statistical test must decide the same way for any offset: its claim is about the law
 #: of the draws, not about one trajectory. NumPy's seeds (the data sets) are left alone: they draw the same numbers on
-#: every machine. The CLI's subprocesses and the notebooks' kernels are not shifted (their keys come from configs).
+#: every machine. The CLI's subprocesses and the notebooks' kernels are not shifted (their keys come from configs), so
+#: a test that compares a child process's draws with this process's bit for bit (marked ``same_keys``) is skipped
+#: under an offset.
 KEY_OFFSET_ENV = "RENORMPP_TEST_KEY_OFFSET"
 
 
@@ -168,9 +170,13 @@ def _rank(group: str) -> int:
 def pytest_collection_modifyitems(config, items):
     """Mark the second tier's tests ``check`` (:data:`CHECK_TIER`) and put the heavy groups first (the scheduler
     hands out the groups in the order of the collection)."""
+    offset = int(os.environ.get(KEY_OFFSET_ENV) or 0)
     for item in items:
         if tier(item.nodeid) == "check":
             item.add_marker(pytest.mark.check)
+        if offset and item.get_closest_marker("same_keys"):
+            item.add_marker(pytest.mark.skip(reason=f"{KEY_OFFSET_ENV}={offset} shifts this process's keys, not its "
+                                                    "child processes': their draws differ by construction"))
     items.sort(key=lambda item: _rank(group(item.nodeid)))  # stable: the order within a group is kept
 
 

@@ -81,7 +81,9 @@ def test_every_output_exists_and_parses(sweep):
         result = json.loads((folder / "result.json").read_text())
         assert result["draws"] == 120 and result["chains"] == 2
         states = result["states"]  # rp.diagnostics.states of the point's quantities, after the cut
-        assert states["count"] >= 1 and len(states["transitions"]) == 2 and sum(states["weights"]) == pytest.approx(1)
+        # the weights are stored rounded to 4 decimals: their sum is 1 within half a unit of the 4th per weight
+        assert states["count"] >= 1 and len(states["transitions"]) == 2
+        assert sum(states["weights"]) == pytest.approx(1, abs=5e-5 * len(states["weights"]))
         assert ("## States" in (folder / "comparison.md").read_text()) == (states["count"] > 1)
         assert not (folder / "checkpoint.npz.tmp").exists() and not (folder / "checkpoint.npz").exists()
     summary = pd.read_csv(sweep / "summary.csv")
@@ -207,6 +209,7 @@ def _checkpointed_draws(path):
         return 0
 
 
+@pytest.mark.same_keys
 def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     total = 1500
     # blocks of about 0.05 s: many blocks are left when the signal comes, however fast the machine
@@ -247,6 +250,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path):
     np.testing.assert_allclose(ka.first_layer, kb.first_layer, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.same_keys
 @pytest.mark.parametrize("executor", ["process", "ray"])
 def test_executors_give_the_same_results_as_in_process(sweep, tmp_path, executor):
     if executor == "ray":
