@@ -173,7 +173,7 @@ def test_the_shared_field_rows_are_the_series_solved_widest_first_with_continuat
                                                                           if k != "maxiter"}}, "s", path,
                             replace(grid, maxiter=80), compute=False)["eps_g"] == 789.0  # the old default: kept
     relu = validity._solve_beyond("shared_field", data, dict(model, activation="relu"), [16], grid)
-    assert "eps_g" not in relu[16] and "odd activations only" in relu[16]["reason"]
+    assert "eps_g" not in relu[16] and "needs an odd activation; got 'relu'" in relu[16]["reason"]
 
 
 def test_the_plots_draw_every_cell_and_series():

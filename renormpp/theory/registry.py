@@ -134,8 +134,8 @@ def _one_layer_fc(odd: tuple | None = None) -> Callable[[Problem], str]:
         if pb.depth != 1:
             return f"is derived for one hidden layer (depth = {pb.depth})"
         if not act.odd or (odd is not None and act.name not in odd):
-            covered = ", ".join(odd) if odd else "odd ones"
-            return f"needs an odd activation ({covered}); got {act.name!r}"
+            covered = f" ({', '.join(odd)})" if odd else ""
+            return f"needs an odd activation{covered}; got {act.name!r}"
         return ""
 
     return applies
