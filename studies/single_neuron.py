@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import renormpp as rp
+from renormpp.experiments.tilted import sample_tilted
 from renormpp.theory import single_neuron as sn
 
 T = 0.01
@@ -109,7 +110,7 @@ def run_point(d, N1, args, out):
     laws, seconds = {}, {}
     for name, kw in (("tilt", dict(G=tilt.G)), ("cavity", dict(cavity=(tilt.B, d.Y, tilt.c)))):
         t = time.perf_counter()
-        laws[name] = sn.sample_tilted(d.X, num_warmup=args.tilt_warmup, num_samples=args.tilt_draws, num_chains=4,
+        laws[name] = sample_tilted(d.X, num_warmup=args.tilt_warmup, num_samples=args.tilt_draws, num_chains=4,
                                       seed=args.seed, **kw)[0]
         seconds[name] = time.perf_counter() - t
     dirs = sn.directions(d.X, d.Y, tilt.residual)

@@ -22,7 +22,7 @@ ALLOWED = {
     "readout": {"_checks", "network", "precision"},
     "observables": {"_checks", "network"},
     "models": {"_checks", "network", "patches", "readout"},
-    "theory": {"_checks", "infer", "kernels", "mcstats", "network", "patches", "progress"},
+    "theory": {"_checks", "kernels", "mcmc", "mcstats", "network", "patches", "progress"},
     "infer": {"_checks", "mcmc", "mcstats", "precision"},
     "diagnostics": {"mcstats", "models", "observables", "theory"},
     "plots": {"diagnostics", "theory"},
@@ -67,6 +67,21 @@ def imports(path: Path) -> set[str]:
 
 GRAPH = {module_name(p): imports(p) for p in ROOT.rglob("*.py")}
 
+#: modules of other packages that a part may not import: a theory receives its sampler (renormpp.mcmc.sampling's
+#: signature) and runs no NumPyro inference of its own
+FORBIDDEN = {"theory": ("numpyro.infer",)}
+
+
+def foreign_imports(path: Path) -> set[str]:
+    """Modules outside renormpp that ``path`` imports, at module level or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.split(".")[0] != "renormpp"}
+
 
 def part(module: str) -> str:
     return module.split(".")[1] if "." in module else ""
@@ -100,6 +115,21 @@ def test_each_module_imports_only_the_layers_below(module):
     assert own in ALLOWED, f"{module}: add its part {own!r} to the layers of docs/architecture.md and ALLOWED"
     outside = {part(d) for d in GRAPH[module] if part(d) != own} - ALLOWED[own]
     assert not outside, f"{module} imports {sorted(outside)}, which the layer {own!r} may not (docs/architecture.md)"
+
+
+@pytest.mark.parametrize("own", sorted(FORBIDDEN))
+def test_a_theory_runs_no_sampler_of_its_own(own, tmp_path):
+    """``theory/`` imports neither ``renormpp.infer`` (the layers above) nor ``numpyro.infer``: a theory that samples
+    receives a sampler. The check can fail: an ``import numpyro.infer`` inside a function is caught."""
+    def offending(path):
+        return sorted(m for m in foreign_imports(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN[own]))
+
+    found = {str(p.relative_to(ROOT)): offending(p) for p in sorted((ROOT / own).rglob("*.py"))}
+    assert not {p: m for p, m in found.items() if m}
+    assert "infer" not in ALLOWED[own]
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from numpyro.infer import NUTS\n")
+    assert offending(planted) == ["numpyro.infer"]
 
 
 def layer_circle(allowed: dict) -> list:

@@ -287,3 +287,26 @@ def test_a_moved_schedule_learns_the_mass_in_its_window_and_fixes_the_step_at_it
     for later in history[30:]:
         assert float(later.step_size) == float(history[29].step_size)
         np.testing.assert_array_equal(np.asarray(later.inverse_mass), np.asarray(history[29].inverse_mass))
+
+
+def test_the_whole_run_sampler_adapts_and_samples_the_gaussian_exactly():
+    """mcmc.sampling.ghmc, the sampler a theory receives by default: 200 chains from a start far off, warmup, then
+    draws of the correlated Gaussian (as (2, 1) arrays: the shape is kept); the three moments within the family
+    bound, the step adapted to about its target acceptance, and thinning keeps every second draw. A sampler whose
+    warmup draws were kept (the planted bug: no warmup) is off."""
+    def U(x):
+        return potential(x.reshape(2))
+
+    sample = mcmc.sampling.ghmc(inner_steps=5)
+    init = np.full((200, 2, 1), 8.0)
+    out = sample(jax.random.PRNGKey(3), U, init, 300, 400, thinning=2)
+    assert out.draws.shape == (200, 200, 2, 1) and out.last.shape == (200, 2, 1)
+    np.testing.assert_array_equal(out.last, out.draws[:, -1])
+    assert_z_within(list(z_scores(out.draws[..., 0].astype(np.float64)).values()), what="the whole-run sampler")
+    assert abs(float(out.accept_prob.mean()) - 0.8) < 0.1 and int(out.num_divergent.sum()) == 0
+    cold = mcmc.sampling.ghmc(inner_steps=5, step_size=0.01, adapt_mass=False)(jax.random.PRNGKey(3), U, init, 0, 30)
+    assert max(abs(v) for v in z_scores(cold.draws[..., 0].astype(np.float64)).values()) > z_bound(3)
+    with pytest.raises(ValueError, match=r"shape \(chains, ...\)"):
+        sample(jax.random.PRNGKey(0), U, np.zeros(2), 10, 10)
+    with pytest.raises(ValueError, match="inner_steps >= 1"):
+        mcmc.sampling.ghmc(inner_steps=0)

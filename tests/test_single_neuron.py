@@ -5,6 +5,7 @@ precision lambda0 + X^T G X / N0 (closed form), bad input is refused."""
 import numpy as np
 import pytest
 
+from renormpp.experiments.tilted import sample_tilted
 from renormpp.theory import single_neuron as sn
 
 
@@ -52,7 +53,7 @@ def test_the_tilted_law_of_a_linear_neuron_is_the_gaussian_with_the_tilted_preci
     assert np.linalg.eigvalsh(prec)[0] > 0.1  # a normalizable law
     assert np.linalg.eigvalsh(X.T @ G @ X)[0] < 0
     Sigma = np.linalg.inv(prec)
-    draws, _ = sn.sample_tilted(X, G, lambda0=lam0, activation="linear", num_warmup=500, num_samples=2000,
+    draws, _ = sample_tilted(X, G, lambda0=lam0, activation="linear", num_warmup=500, num_samples=2000,
                                 num_chains=4, seed=0, sampler=sampler, replicas=4, beta_min=0.3)
     products = np.einsum("cni,cnj->cnij", draws, draws)  # E w w^T = Sigma (mean zero)
     batches = products.reshape(4, 10, -1, 6, 6).mean(axis=2).reshape(40, 6, 6)
@@ -84,11 +85,11 @@ def test_bad_input_is_refused_with_the_problem_named():
     with pytest.raises(ValueError, match="N0 = 5"):
         sn.oracle_tilt(w[..., :4], X, Y, T=0.1)
     with pytest.raises(ValueError, match=r"\(P, P\) matrix with P = 12"):
-        sn.sample_tilted(X, np.eye(11))
+        sample_tilted(X, np.eye(11))
     with pytest.raises(ValueError, match="either G"):
-        sn.sample_tilted(X, np.eye(12), cavity=(np.eye(12), Y, 3.0))
+        sample_tilted(X, np.eye(12), cavity=(np.eye(12), Y, 3.0))
     with pytest.raises(ValueError, match="lambda0"):
-        sn.sample_tilted(X, np.eye(12), lambda0=-1.0)
+        sample_tilted(X, np.eye(12), lambda0=-1.0)
 
 
 def test_the_cavity_law_is_the_exact_conditional_of_one_neuron_and_its_oracle_the_mean_cavity_inverse():

@@ -13,6 +13,8 @@ r"""Samplers as NumPyro kernels, and a driver for long runs.
   posteriors whose chains hold states (:mod:`.tempering`);
 * :class:`StateSwaps`: reflections that move specialist neurons between state directions (class contrasts),
   a Metropolis move between the states that no local update crosses (:mod:`.swaps`);
+* :func:`nuts_sampler`: NumPyro's NUTS under the signature of :mod:`renormpp.mcmc.sampling`, for a theory that
+  samples;
 * :mod:`.starts`: where chains start (a prior draw, a rescaled one, the trained network), for chains of several kinds
   that must agree.
 """
@@ -22,6 +24,7 @@ from .algorithms import paper_step_size
 from ..precision import full_precision
 from .chains import Accumulator, Chains, DivergenceWarning
 from . import starts
+from .nuts import nuts_sampler
 from .observed import Observed, ObservedState
 from .swaps import StateSwaps, SwapState, class_contrasts
 from .tempering import ReplicaExchange, ReplicaState, geometric_ladder, tempered
@@ -29,4 +32,4 @@ from .warmup import AdaptiveWarmup
 from .wrapper import Wrapper, adapts_warmup
 
 __all__ = ["Accumulator", "Adapter", "AdaptiveWarmup", "Chains", "DivergenceWarning", "KineticLangevin", "Langevin", "LangevinState",
-           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "StateSwaps", "SwapState", "class_contrasts", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "paper_step_size", "starts", "tempered"]
+           "LowAcceptanceWarning", "NoisyPotentialWarning", "Observed", "ObservedState", "ReplicaExchange", "ReplicaState", "StateSwaps", "SwapState", "class_contrasts", "ULABiasWarning", "ULA_BIAS_BOUND", "full_precision", "geometric_ladder", "nuts_sampler", "paper_step_size", "starts", "tempered"]

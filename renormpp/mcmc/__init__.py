@@ -9,6 +9,8 @@ them as ``numpyro.infer.mcmc.MCMCKernel`` adapters.
 * :mod:`.langevin`: the unadjusted Langevin algorithm (ULA) and its Metropolis-adjusted form (MALA);
 * :mod:`.kinetic`: underdamped Langevin dynamics (OBABO), Metropolis-adjusted (generalized HMC) or not;
 * :mod:`.metrics`: the mass of kinetic Langevin, diagonal or shared by the rows of a weight matrix;
+* :mod:`.sampling`: a whole run (warmup, then draws, chains vectorized) as one function, the signature of a sampler
+  passed to a theory that samples (:func:`.sampling.ghmc`);
 * :mod:`.adaptation`: step size by dual averaging and the mass from the warmup draws, on NumPyro's
   ``dual_averaging`` and ``welford_covariance``.
 
@@ -20,6 +22,6 @@ A kernel is built once and called as ``kernel(rng_key, state, potential_fn, step
     state, info = step(key, state, potential_fn, 0.1)
     draw = mcmc.base.inner_loop(step, 10)                          # 10 updates per recorded draw
 """
-from . import adaptation, base, kinetic, langevin, metrics
+from . import adaptation, base, kinetic, langevin, metrics, sampling
 
-__all__ = ["adaptation", "base", "kinetic", "langevin", "metrics"]
+__all__ = ["adaptation", "base", "kinetic", "langevin", "metrics", "sampling"]

@@ -46,8 +46,8 @@ with :math:`m_s, \Sigma_s` the mean and covariance of a specialist's readout giv
 
 **The number k.** The explicit neurons are free to specialize or not; the theory converges as k grows (k = N1 is
 exact). :func:`sweep` solves k = 0, 1, ... and stops where one more explicit neuron changes ε_g by less than
-``rtol``: the bulk then holds no further specialist. Its law is sampled exactly (NUTS on the k N0 weights, chains
-from the prior and from the label-contrast templates, in float64).
+``rtol``: the bulk then holds no further specialist. Its law is sampled exactly (on the k N0 weights by the sampler passed in, generalized HMC
+of :mod:`renormpp.mcmc` by default; chains from the prior and from the label-contrast templates, in float64).
 
 What this theory does not hold: the bulk is kernel-shape renormalization, so the adaptation of the bulk's own kernel
 beyond the D x D rescaling (which the shared field, :mod:`renormpp.theory.shared_field`, captures at α <= 2 on
@@ -59,6 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..mcmc import sampling
 from ..kernels import nngp, nngp_diag
 from ..mcstats import error_of_mean
 from ..network import ActivationLike, hidden, x64_context
@@ -199,21 +200,20 @@ def _templates(pb: _Problem, chains: int, rng) -> np.ndarray:
     return W
 
 
-def _sample(pb: _Problem, Q, init, num_warmup: int, num_samples: int, seed: int, thinning: int = 1):
-    """Draws (chains * num_samples, k, N0) of p(W_s | Q) by NUTS, and the last states (chains, k, N0)."""
+def _sample(pb: _Problem, Q, init, num_warmup: int, num_samples: int, seed: int, thinning: int, sampler):
+    """Draws (chains * num_samples, k, N0) of p(W_s | Q) by ``sampler`` (the signature of
+    :mod:`renormpp.mcmc.sampling`) in float64, and the last states (chains, k, N0)."""
     import jax
-    from numpyro.infer import MCMC, NUTS
 
     with x64_context():
         log_p = _log_density(pb, Q)
-        kernel = NUTS(potential_fn=lambda W: -log_p(W), max_tree_depth=7, target_accept_prob=0.8)
-        mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=len(init),
-                    chain_method="vectorized", thinning=thinning, progress_bar=False)
-        mcmc.run(jax.random.PRNGKey(seed), init_params=np.asarray(init, np.float64))
-        draws = np.asarray(mcmc.get_samples(group_by_chain=True), np.float64)
+        out = sampler(jax.random.PRNGKey(seed), lambda W: -log_p(W), np.asarray(init, np.float64), num_warmup,
+                      num_samples, thinning)
+    draws = np.asarray(out.draws, np.float64)
     if not np.all(np.isfinite(draws)):
-        raise FloatingPointError("the specialists' sampler produced NaN or inf; lower T's stiffness or raise the warmup")
-    return draws.reshape((-1,) + draws.shape[2:]), draws[:, -1]
+        raise FloatingPointError("the specialists' sampler produced NaN or inf; raise the warmup or pass another "
+                                 "sampler (sampler=rp.infer.nuts_sampler())")
+    return draws.reshape((-1,) + draws.shape[2:]), np.asarray(out.last, np.float64)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -438,8 +438,8 @@ def _start_Q(pb: _Problem) -> np.ndarray:
 
 def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: float = 1.0,
           activation: ActivationLike = "erf", iterations: int = 3, num_warmup: int = 300, num_samples: int = 200,
-          chains: int = 4, thinning: int = 2, seed: int = 0, Q0=None) -> SpecialistFit:
-    r"""Solve (SP1)-(SP2) with ``k`` explicit neurons: alternate NUTS draws of the specialists at Q with the fixed
+          chains: int = 4, thinning: int = 2, seed: int = 0, Q0=None, sampler=None) -> SpecialistFit:
+    r"""Solve (SP1)-(SP2) with ``k`` explicit neurons: alternate draws of the specialists at Q with the fixed
     point (SP2) of Q on those draws, ``iterations`` times.
 
     Parameters
@@ -459,12 +459,16 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
     iterations : int, default 3
         Outer iterations (draws at Q, then Q at the draws).
     num_warmup, num_samples, chains, thinning : int
-        NUTS per iteration; the chains continue from one iteration to the next, half of them start on the
+        The sampler's run per iteration; the chains continue from one iteration to the next, half of them start on the
         label-contrast templates.
     seed : int, default 0
         Random seed.
     Q0 : array_like, optional
         Start of Q; default the exact theory's Q* at width N1.
+    sampler : callable, optional
+        How the specialists are drawn: any sampler of :mod:`renormpp.mcmc.sampling`'s signature; default
+        :func:`renormpp.mcmc.sampling.ghmc` (generalized HMC, ten updates per draw). NumPyro's NUTS:
+        ``sampler=rp.infer.nuts_sampler()``.
 
     Returns
     -------
@@ -474,11 +478,12 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
     Q = _start_Q(pb) if Q0 is None else np.asarray(Q0, np.float64)
     if k == 0:
         return SpecialistFit(Q=Q, W=np.zeros((1, 0, pb.X.shape[1])), k=0, history=[], _pb=pb)
+    sampler = sampling.ghmc() if sampler is None else sampler
     state = _templates(pb, chains, np.random.default_rng(seed))
     history, noise = [], 0.0
     for it in range(iterations):
         W, state = _sample(pb, Q, state, num_warmup if it == 0 else num_warmup // 3, num_samples, seed + it,
-                           thinning)
+                           thinning, sampler)
         if k < N1:
             St = np.einsum("pq,nqk->npk", pb.V.T, pb.scaled_features(W))
             new = _self_consistent_Q(pb, Q, St)
@@ -488,7 +493,7 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
                 noise = float(np.max(np.abs(a - b))) / 2
             Q = new
     if iterations > 1:  # the final draws at the final Q
-        W, state = _sample(pb, Q, state, num_warmup // 3, num_samples, seed + iterations, thinning)
+        W, state = _sample(pb, Q, state, num_warmup // 3, num_samples, seed + iterations, thinning, sampler)
     return SpecialistFit(Q=Q, W=W, k=k, history=history, _pb=pb, chains=chains, noise=noise)
 
 
