@@ -300,7 +300,7 @@ def main():
     print(f"problem {args.problem}: {prob}, T={T}, erf, budget {args.budget:.0f} s per candidate\n")
     cfg0 = config(args.problem, {"kind": "nuts"}, root=args.root)
     data = stages.load_data(cfg0.data)
-    fit = stages.solve_theory(cfg0.model, data)
+    fit = theories.solve_theory(cfg0.model, data)
     theory = fit.refit("exact").generalization_error(data.X_test, data.Y_test)
     results, nuts_state = {}, None
     for name, sampler in candidates(args.budget).items():

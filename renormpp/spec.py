@@ -294,7 +294,8 @@ class Spec:
         fits = fits or (self.theory(),)
         for fit in fits:
             check_match(self.hyperparameters(), fit_settings(fit), "the spec", f"the {fit.method} fit")
-            if fit.P != self.P or not np.array_equal(np.asarray(fit.X), self.X):
+            same = fit.solved_on(self.X) if hasattr(fit, "solved_on") else np.array_equal(np.asarray(fit.X), self.X)
+            if fit.P != self.P or not same:
                 raise ValueError(f"the {fit.method} fit was solved on other training data (P={fit.P}) than this "
                                  f"spec's (P={self.P}): use spec.theory({fit.method!r})")
         settings = run_settings(run)

@@ -71,7 +71,8 @@ def test_every_output_exists_and_parses(sweep):
         assert dt["posterior"]["eps_g"].shape == (2, 120)
         assert dt["sample_stats"]["accept_prob"].shape == (2, 120)
         comp = pd.read_csv(folder / "comparison.csv")
-        assert set(comp.theory) == set(rp.theory.METHODS) and len(comp) == len(rp.theory.METHODS) * 4
+        compared = set(rp.theory.METHODS) | {"adaptive"}  # [theory] methods' default: every theory not sampled
+        assert set(comp.theory) == compared and len(comp) == len(compared) * 4
         post = posterior(folder)
         mean_eps = comp[(comp.quantity == "eps_g")].mc_mean.iloc[0]
         assert 0 < mean_eps < 2 * post["eps_g"].mean()  # the mean after the thermalization cut
@@ -88,7 +89,7 @@ def test_every_output_exists_and_parses(sweep):
         assert not (folder / "checkpoint.npz.tmp").exists() and not (folder / "checkpoint.npz").exists()
     summary = pd.read_csv(sweep / "summary.csv")
     assert list(summary.N1) == [8, 32] and (summary.states >= 1).all() and (summary.transitions >= 0).all()
-    assert len(pd.read_csv(sweep / "pooled.csv")) == 2 * len(rp.theory.METHODS) * 4
+    assert len(pd.read_csv(sweep / "pooled.csv")) == 2 * (len(rp.theory.METHODS) + 1) * 4
     for png in ("generalization_vs_N1.png", "overlaps_vs_N1.png", "overlaps.png"):
         assert mpimg.imread(sweep / png).ndim == 3
     assert "generalization_vs_N1.png" in (sweep / "report.md").read_text()
@@ -317,6 +318,44 @@ def test_missing_keys_and_tables(tmp_path):
     assert ula.sampler.step_size == pytest.approx(1e-3 * 0.02)  # the paper's epsilon = 1e-3
 
 
+def test_the_theory_table_brings_the_theories_beyond_kernel_renormalization(tmp_path, monkeypatch):
+    """[theory] methods: the adaptive kernel (by default) and the specialists (opted in, k from
+    [theory.options.specialists]) are solved once per point, kept in theory.json (equal to rp.theory.solve's fit),
+    compared in comparison.csv, result.json and the report's table (with the closest theory per width); a resumed
+    point reads them back instead of solving again; a config that names an unknown theory, or the specialists
+    without k, is refused with the key to set."""
+    options = dict(k=1, iterations=1, num_warmup=40, num_samples=40, chains=2)
+    cfg = tiny(tmp_path / "run", model__N1=[16])
+    cfg["theory"] = {"methods": ["exact", "adaptive", "specialists"], "options": {"specialists": options}}
+    out = ex.run(cfg)
+    point = out / "points" / "N1=16_seed=0"
+    kept = json.loads((point / "theory.json").read_text())["beyond"]
+    data = rp.datasets.synthetic(P=30, P_test=20, N0=6, D=2)
+    for name, opts in (("adaptive", {}), ("specialists", options)):
+        fit = rp.theory.solve(data.X, data.Y, N1=16, T=0.05, method=name, **opts)
+        assert kept[name]["applies"] and kept[name]["fit"]["converged"] == fit.converged
+        if fit.converged:
+            assert kept[name]["fit"]["eps_g"] == pytest.approx(fit.generalization_error(data.X_test, data.Y_test),
+                                                               rel=1e-6)
+        np.testing.assert_allclose(kept[name]["fit"]["Q"], fit.Q, rtol=1e-6)
+    comp = pd.read_csv(point / "comparison.csv")
+    assert {"adaptive", "specialists[k=1]"} <= set(comp.theory)
+    result = json.loads((point / "result.json").read_text())
+    assert {"exact", "adaptive", "specialists[k=1]"} <= set(result["eps_g_theory"])
+    report = (out / "report.md").read_text()
+    assert "| adaptive Δ | adaptive z |" in report and "| closest |" in report
+    # resumed: the records are read back; a solve now would raise
+    (point / "result.json").unlink()
+    monkeypatch.setattr(rp.theory.specialists, "solve", lambda *a, **k: pytest.fail("solved again"))
+    monkeypatch.setattr(rp.theory.adaptive, "solve", lambda *a, **k: pytest.fail("solved again"))
+    ex.run(cfg)
+    assert json.loads((point / "theory.json").read_text())["beyond"] == kept
+    with pytest.raises(ex.ConfigError, match=r"theory.methods has \['nope'\]"):
+        ex.resolve({**cfg, "theory": {"methods": ["nope"]}})
+    with pytest.raises(ex.ConfigError, match=r"add \[theory.options.specialists\] with k = "):
+        ex.resolve({**cfg, "theory": {"methods": ["specialists"]}})
+
+
 def test_a_config_without_data_is_refused(tmp_path):
     """Without [data] it used to run synthetic P=1000 data silently."""
     with pytest.raises(ex.ConfigError, match=r"missing table \[data\]: name the data set, e.g. \[data\] name = "
@@ -485,6 +524,11 @@ def test_sampling_stops_on_accuracy_or_on_a_time_budget(tmp_path):
     out = rp.experiments.run({**base, "run": {**base["run"], "out": str(tmp_path / "b"), "max_seconds": 1.0}})
     res = json.loads((out / "points" / "N1=8_seed=0" / "result.json").read_text())
     assert res["stopped"] == "max_seconds" and res["draws"] < 20000 and res["sampling_seconds"] >= 1.0
+    # a budget spent in the warmup, blocks of one draw: the draws a comparison needs are still taken
+    spent = {**base, "sampler": {**base["sampler"], "warmup": "fixed", "num_warmup": 30},
+             "run": {**base["run"], "out": str(tmp_path / "d"), "max_seconds": 1e-3, "chunk_seconds": 1e-6}}
+    res = json.loads((rp.experiments.run(spent) / "points" / "N1=8_seed=0" / "result.json").read_text())
+    assert res["stopped"] == "max_seconds" and res["draws"] == stages.MIN_DRAWS
 
 
 def test_an_adaptive_warmup_ends_early_and_a_fixed_one_does_not(tmp_path):

@@ -58,7 +58,8 @@ def sentences(text: str) -> list[str]:
 
 def applying(pooled_csv: pd.DataFrame) -> list[str]:
     eps = pooled_csv[pooled_csv.quantity == "eps_g"]
-    return [t for t in theory.METHODS if eps[eps.theory == t].prediction.notna().any()]
+    # the kernel methods, then the theories of [theory] methods beyond them, in the comparison's order
+    return [t for t in dict.fromkeys(eps.theory) if eps[eps.theory == t].prediction.notna().any()]
 
 
 def test_the_first_table_is_the_answer_before_any_detail(sweep):
@@ -66,7 +67,9 @@ def test_the_first_table_is_the_answer_before_any_detail(sweep):
     pooled = pd.read_csv(sweep / "pooled.csv")
     where, head, rows = first_table(text)
     shown = applying(pooled)
-    assert head == ["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")]
+    assert head == (["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")]
+                    + ["closest"])
+    assert "adaptive" in shown  # a theory beyond kernel renormalization, by [theory] methods' default
     assert text.index("generalization_vs_N1.png") < where < text.index("comparison.md")
     assert where < text.index("overlaps.png") < text.index("## Verdicts") < text.index("## Per width")
     assert [r[0] for r in rows] == [f"{n:g}" for n in WIDTHS]
@@ -84,6 +87,8 @@ def test_the_first_table_is_the_answer_before_any_detail(sweep):
                 continue
             assert r[3 + 2 * k] == (f"{delta:+.1%}" if abs(delta) >= 0.01 else f"{delta:+.2%}")
             assert r[4 + 2 * k] == f"{z:+.1f}"
+        best = min((t for t in shown if np.isfinite(eps.loc[(N1, t)].delta)), key=lambda t: abs(eps.loc[(N1, t)].delta))
+        assert r[-1].startswith(f"{best} (")  # the closest theory at this width
     # the wide points table is a linked CSV, not a table of the report
     assert "## Points" not in text and "[summary.csv](summary.csv)" in text
     assert "max_abs_z_overlap" not in text and "sampling_seconds" not in text

@@ -116,3 +116,21 @@ def test_an_unconverged_fit_is_shown_with_its_reason(spec, fits, draws):
         ds = spec.compare(draws, fits["exact"], bad, cut=0).attrs["dataset"]
     assert np.isnan(ds.prediction.sel(theory="specialists[k=1]")).all()
     assert "did not settle" in str(ds.not_applicable.sel(theory="specialists[k=1]").item())
+
+
+def test_a_recorded_fit_compares_as_its_fit_and_refuses_another_test_set(spec, fits, draws, tmp_path):
+    """rp.theory.RecordedFit, how theory.json keeps a fit that took minutes: through JSON and back, spec.compare
+    gives the same table with the record as with the fit; on any other test set it refuses to answer."""
+    import json
+
+    X0, Y0 = spec._test_set()
+    for name in ("adaptive", "specialists"):
+        fit = fits[name]
+        (tmp_path / "r.json").write_text(json.dumps(rp.theory.RecordedFit.of(fit, X0, Y0, seconds=1.0).to_dict()))
+        rec = rp.theory.RecordedFit.from_dict(json.loads((tmp_path / "r.json").read_text()))
+        a, b = spec.compare(draws, fit), spec.compare(draws, rec)
+        assert list(a.columns) == list(b.columns) and a.index.equals(b.index)
+        np.testing.assert_allclose(b.select_dtypes("number").to_numpy(float), a.select_dtypes("number").to_numpy(float),
+                                   rtol=1e-12, equal_nan=True)
+        with pytest.raises(ValueError, match="recorded on another test set"):
+            rec.generalization_error(X0[:-1], Y0[:-1])

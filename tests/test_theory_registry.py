@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 import renormpp as rp  # noqa: E402
 from renormpp import plots, theory  # noqa: E402
-from renormpp.experiments import stages  # noqa: E402
+from renormpp.experiments import stages, theories  # noqa: E402
 
 report = importlib.import_module("renormpp.experiments.report")  # the module: rp.experiments.report is the function
 
@@ -55,7 +55,7 @@ def _sweep(d, fit):
 def test_a_registered_method_is_solved_and_stored_in_theory_json(toy, data):
     fit = theory.solve(data.X, data.Y, N1=20, method="infinite_width")
     assert list(theory.METHODS) == ["exact", "one_loop", "infinite_width", "corrected", "toy"]
-    out = stages.theory_results(fit, data)
+    out = theories.theory_results(fit, data)
     assert list(out) == list(theory.METHODS)
     assert out["toy"] == out["infinite_width"] and out["toy"]["applies"]
     again = theory.solve(data.X, data.Y, N1=20, method="toy")

@@ -32,6 +32,10 @@ pydantic models.
     seeds = [0, 1]          # sampler seeds; the sweep is N1 x seeds
     executor = "inprocess"  # inprocess | process | ray
 
+    [theory]                # optional: the theories compared (default: every one that samples nothing)
+    methods = ["exact", "infinite_width", "adaptive", "specialists"]
+    options = {specialists = {k = 2}}   # a theory's own options; sampled theories take minutes per point
+
 :func:`resolve` returns the completed :class:`Config`; :meth:`Config.points` expands it into one
 :class:`PointConfig` per (N1, seed). A bad key or value raises :class:`ConfigError`, which names the key, the bad
 value and what is allowed.
@@ -180,6 +184,63 @@ def _own_keys(kind: str) -> list[str]:
     return [k for k in SAMPLERS[kind].table.model_fields if k not in SamplerTable.model_fields and k != "kind"]
 
 
+# ---- [theory] --------------------------------------------------------------------------------------------------
+def default_methods() -> list[str]:
+    """The theories a run compares where ``[theory] methods`` is not given: every record of
+    :data:`renormpp.theory.THEORIES` that samples nothing and needs no option (the sampled ones opt in)."""
+    from ..theory import THEORIES
+
+    return [t.name for t in THEORIES.values() if t.cost != "sampled" and not t.required]
+
+
+class TheoryConfig(_Table):
+    """``[theory]``: the theories compared with the sampled networks. The kernel-renormalization methods of
+    :data:`renormpp.theory.METHODS` cost milliseconds and are always compared (the report's tables and figures are
+    drawn against them); ``methods`` adds the theories beyond them (``adaptive`` by default, ``specialists`` with
+    ``[theory.options.specialists] k = 2``). A theory that samples takes minutes per point:
+    it is solved once, before the point's sampling, and kept in ``theory.json``."""
+
+    methods: Optional[OneOrMany(Text)] = Field(None, description="names of renormpp.theory.THEORIES (default: every "
+                                                                  "theory that samples nothing: "
+                                                                  "see default_methods)")
+    options: Optional[dict[str, dict[str, Any]]] = Field(None, description="each theory's own options, e.g. "
+                                                                           "{specialists = {k = 2}}")
+
+    @model_validator(mode="after")
+    def _known(self):
+        from ..theory import THEORIES
+
+        names = self.chosen()
+        unknown = [n for n in names if n not in THEORIES]
+        if unknown:
+            raise ValueError(f"theory.methods has {unknown}, which renormpp.theory.THEORIES does not hold; choose "
+                             f"among {list(THEORIES)}")
+        options = self.options or {}
+        for name, given in options.items():
+            if name not in names:
+                raise ValueError(f"theory.options.{name} is given but {name!r} is not in theory.methods = {names}: "
+                                 "add it there, or drop its options")
+            takes = [o for o in THEORIES[name].options if o != "sampler"]
+            bad = sorted(set(given) - set(takes))
+            if bad:
+                raise ValueError(f"theory.options.{name} has {bad}, which the {name} theory does not take from a "
+                                 f"config; it takes {takes}")
+        for name in names:
+            missing = [o for o in THEORIES[name].required if o not in options.get(name, {})]
+            if missing:
+                raise ValueError(f"the {name} theory needs {missing}: add [theory.options.{name}] with "
+                                 f"{missing[0]} = ... (e.g. k = 2 explicit neurons)")
+        return self
+
+    def chosen(self) -> list[str]:
+        """The theories compared: ``methods``, or :func:`default_methods`."""
+        return list(self.methods) if self.methods is not None else default_methods()
+
+    def options_of(self, name: str) -> dict:
+        """The options given for the theory ``name``."""
+        return dict((self.options or {}).get(name, {}))
+
+
 # ---- [run] -----------------------------------------------------------------------------------------------------
 class TargetError(_Table):
     """Errors of the means at which sampling stops (``[run.target_error]``), each with its autocorrelation time
@@ -204,7 +265,7 @@ class _Run(_Table):
                                                                   "is then the most draws taken")
     max_seconds: Optional[Positive] = Field(None, description="stop sampling after this many seconds of warmup "
                                                               "and sampling (summed over resumptions), whatever the "
-                                                              "errors")
+                                                              "errors, once 4 draws per chain follow the warmup")
     blas_threads: Count0 = Field(1, description="BLAS/LAPACK threads while sampling (the Gibbs step's Cholesky "
                                                 "factor): 1, so that points side by side and other jobs do not fight "
                                                 "for the cores; 0 leaves them as they are")
@@ -246,6 +307,7 @@ class _Config(BaseModel):
     model: Any
     sampler: Sampler
     run: Any
+    theory: TheoryConfig = Field(default_factory=TheoryConfig, description="the theories compared")
 
     @model_validator(mode="before")
     @classmethod
@@ -301,7 +363,8 @@ class _Config(BaseModel):
         """The config as TOML (keys with value None are left out: they mean 'the default')."""
         import tomli_w
 
-        return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))
+        tables = self.model_dump(mode="json", exclude_none=True)
+        return tomli_w.dumps({k: v for k, v in tables.items() if v != {}})  # an empty table means the defaults
 
     def flat(self) -> dict:
         """``{"table.key": value}``, as the TOML reads back (for comparing configs)."""
@@ -412,11 +475,11 @@ def resolve(raw, *, out: str | None = None, point: bool = False) -> Config | Poi
         raw = raw.model_dump(exclude_none=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"a config is a dict of tables data, model, sampler, run; got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"data", "model", "sampler", "run", "scaling"})
+    unknown = sorted(set(raw) - {"data", "model", "sampler", "run", "scaling", "theory"})
     if unknown:
         raise ConfigError(f"unknown table(s) {unknown}; a config has the tables data, model, sampler, run (and "
-                          "optionally scaling)")
-    for table in ("data", "model", "sampler", "run", "scaling"):
+                          "optionally scaling and theory)")
+    for table in ("data", "model", "sampler", "run", "scaling", "theory"):
         if not isinstance(raw.get(table, {}), dict):
             raise ConfigError(f"[{table}] must be a table of keys; got {raw[table]!r}")
     if "name" not in raw.get("data", {}):
@@ -479,7 +542,7 @@ def _table_class(raw: dict, table: str):
         return kind.table if kind is not None else None
     if table == "model":
         return MODEL_TABLES.get(raw.get("model", {}).get("architecture", "fc"), MODEL_TABLES["fc"])
-    return {"run": RunConfig, "scaling": ScalingConfig}[table]
+    return {"run": RunConfig, "scaling": ScalingConfig, "theory": TheoryConfig}[table]
 
 
 def _describe(kind) -> str | None:

@@ -4,7 +4,8 @@ A point's folder holds, when it is finished:
 
 * ``config.toml``: the resolved config of this point; ``versions.json``: the package versions and machine;
 * ``theory.json``: Q*, Q*/lambda1, the generalization error and the solver report for every theory method
-  (``applies: false`` where a method does not apply);
+  (``applies: false`` where a method does not apply), and under ``beyond`` the record of every other theory of
+  ``[theory] methods`` (:mod:`.theories`), solved once: a resumed point reads it back;
 * ``observables.nc``: the recorded observables (eps_g, v v^T/N1) per chain and draw, with the sampler's
   statistics, as an ArviZ DataTree in netCDF (``arviz.from_netcdf``);
 * ``comparison.csv``, ``comparison.md``, ``comparison.nc``: :func:`renormpp.diagnostics.compare`;
@@ -20,7 +21,7 @@ point continues from it and gives the same draws as an uninterrupted run.
 from __future__ import annotations
 
 from . import config as config_mod
-from . import stages
+from . import stages, theories
 from .store import PointStore, check_same_config
 
 
@@ -51,9 +52,10 @@ def run_point(point: config_mod.PointConfig, folder, *, progress: bool = True) -
     store.write_json("versions.json", stages.versions())
     label = f"N1={point.model.N1} seed={point.run.seed}"
     data = stages.load_data(point.data, point.model)
-    fit = stages.solve_theory(point.model, data)
-    store.write_json("theory.json", stages.theory_results(fit, data))
+    fit = theories.solve_theory(point.model, data)
+    solved = theories.solve_beyond(point, data, store.read_json("theory.json"), progress=progress, label=label)
+    store.write_json("theory.json", theories.theory_results(fit, data, solved))
     sampled = stages.sample(point, data, store, progress=progress, label=label)
-    result = stages.write_outputs(point, store, fit, data, sampled, label)
+    result = stages.write_outputs(point, store, fit, data, sampled, label, theories.beyond_fits(solved))
     store.finish(result)
     return result

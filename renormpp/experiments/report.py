@@ -2,8 +2,8 @@
 
 Writes into the output folder:
 
-* ``summary.csv``: one row per finished point (N1, seed, MC eps_g and error, every theory method of
-  :data:`renormpp.theory.METHODS` with its eps_g, signed Delta and z-score, the worst overlap z-score against the
+* ``summary.csv``: one row per finished point (N1, seed, MC eps_g and error, every theory of the
+  comparison (the methods of :data:`renormpp.theory.METHODS`, then those of ``[theory] methods``) with its eps_g, signed Delta and z-score, the worst overlap z-score against the
   reference theory (:data:`renormpp.theory.REFERENCE`), draws, sampling time, divergences);
 * ``pooled.csv``: one row per N1, quantity and theory, the seeds pooled as independent chains
   (:func:`renormpp.diagnostics.compare`'s table);
@@ -17,6 +17,7 @@ Delta is signed everywhere, with one definition (:data:`DELTA_DEFINED`): (MC - t
 """
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from . import config as config_mod
-from . import stages
+from ..theory.recorded import RecordedFit
+from . import stages, theories
 from .store import PointStore
 from .sections import (  # noqa: F401 (re-exported: the sections are the report's)
     DASH, DELTA_DEFINED, HIDDEN_KERNEL_DOCS, answer_table, kernel_section, local_section, off_diagonal_section,
@@ -92,7 +94,7 @@ def load_sweep(outdir) -> Sweep:
     if cfg.scaling is not None:  # compared per scale by scaling_report
         return Sweep(cfg, None, None, done, [])
     data = stages.load_data(cfg.data)
-    base = stages.solve_theory(cfg.model.model_copy(update={"N1": done[0][0]["N1"]}), data)
+    base = theories.solve_theory(cfg.model.model_copy(update={"N1": done[0][0]["N1"]}), data)
     ok = [(r, f) for r, f in done if r.get("status", "ok") == "ok"]
     pooled = []
     with warnings.catch_warnings():
@@ -101,7 +103,10 @@ def load_sweep(outdir) -> Sweep:
             group = [(r, f) for r, f in ok if r["N1"] == N1]
             fit = base.refit("infinite_width", N1=N1)
             folders = [f for _, f in group]
-            pooled.append(diagnostics.compare(pooled_draws(folders), fit, data.X_test, data.Y_test,
+            kept = json.loads((folders[0] / "theory.json").read_text()) if (folders[0] / "theory.json").exists() else {}
+            beyond = theories.beyond_fits({n: RecordedFit.from_dict(r["fit"]) for n, r in kept.get("beyond", {}).items()
+                                           if r["applies"]})
+            pooled.append(diagnostics.compare(pooled_draws(folders), [fit, *beyond], data.X_test, data.Y_test,
                                               error=cfg.run.error_method, sampler=group[0][0].get("sampler"),
                                               starts=pooled_starts(folders)))
     return Sweep(cfg, data, base, done, pooled)
@@ -152,7 +157,7 @@ def report(outdir) -> Path:
         ov = comp[comp.quantity != "eps_g"]
         row = dict(N1=res["N1"], seed=res["seed"], status=res.get("status", "ok"), eps_g=res["eps_g"],
                    eps_g_error=res["eps_g_error"])
-        for t in theory.METHODS:
+        for t in eps.index:  # every theory of the point's comparison: the methods, then [theory] methods beyond
             pred, mc = eps.loc[t, "prediction"], eps.loc[t, "mc_mean"]
             row[f"eps_g_{t}"] = pred
             row[f"delta_{t}"] = (mc - pred) / abs(pred) if np.isfinite(pred) and pred else np.nan  # DELTA_DEFINED

@@ -49,6 +49,15 @@ def value_error(mean: float, error: float) -> str:
     return f"{mean:.{digits}f} ± {error:.{digits}f}"
 
 
+def _columns(pooled) -> list[str]:
+    """The theories the comparisons show, in their order: every method of :data:`renormpp.theory.METHODS`, then the
+    theories beyond them that a width's comparison has (``[theory] methods``)."""
+    out = []
+    for ds in pooled:
+        out += [str(t) for t in ds.theory.values if str(t) not in out]
+    return out
+
+
 def _widths(pooled) -> list[dict]:
     """Per width (sorted by N1): the sampled eps_g, its caveats, and per theory prediction, signed Delta, z, verdict."""
     from .. import diagnostics, theory
@@ -60,7 +69,10 @@ def _widths(pooled) -> list[dict]:
                                    ("unsettled", "settled" in e and not bool(e.settled)),
                                    ("starts", "starts_apart" in e and bool(e.starts_apart))) if flag]
         row = dict(N1=float(ds.attrs["N1"]), mc=float(e.mc_mean), err=float(e.mc_error), marks=marks, ds=ds)
-        for t in theory.METHODS:
+        for t in _columns(pooled):
+            if t not in ds.theory.values:  # not solved at this width
+                row[t] = dict(pred=np.nan, delta=np.nan, z=np.nan, verdict="", why="it was not solved at this width")
+                continue
             pred = float(e.prediction.sel(theory=t))
             delta = (row["mc"] - pred) / abs(pred) if np.isfinite(pred) and pred else np.nan
             row[t] = dict(pred=pred, delta=delta, z=float(e.z.sel(theory=t)) if np.isfinite(pred) else np.nan,
@@ -76,20 +88,32 @@ def _where(N1s) -> str:
     return "N1 = " + (N1s[0] if len(N1s) == 1 else ", ".join(N1s[:-1]) + " and " + N1s[-1])
 
 
+def closest(row: dict, shown: list) -> str:
+    """The theory with the smallest |Δ| at a width of :func:`_widths` among ``shown``, and that Δ: ``adaptive
+    (-2.1%)``; a dash where none predicts."""
+    have = [t for t in shown if np.isfinite(row[t]["delta"])]
+    if not have:
+        return DASH
+    best = min(have, key=lambda t: abs(row[t]["delta"]))
+    return f"{best} ({_pct(row[best]['delta'])})"
+
+
 def answer_table(pooled, P: int) -> list[str]:
     """The report's first table: per width N1, alpha = P/N1, the sampled eps_g ± its error, and for each theory that
     applies at some width its signed Delta and z (a dash where it does not apply); under it, once, why a theory does
-    not apply (one sentence per theory) and what the marks on a width mean."""
+    not apply (one sentence per theory) and what the marks on a width mean. The last column names the theory closest
+    to the sampled eps_g at each width (:func:`closest`)."""
     from .. import theory
 
     rows = _widths(pooled)
-    shown = [t for t in theory.METHODS if any(np.isfinite(r[t]["pred"]) for r in rows)]
-    head = ["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")]
+    shown = [t for t in _columns(pooled) if any(np.isfinite(r[t]["pred"]) for r in rows)]
+    head = ["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")] + ["closest"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         mark = "".join(_MARKS[k][0] for k in r["marks"])
         cells = [f"{r['N1']:g}", f"{P / r['N1']:.3g}", value_error(r["mc"], r["err"]) + mark]
         cells += [c for t in shown for c in (_pct(r[t]["delta"]), _z(r[t]["z"]))]
+        cells.append(closest(r, shown))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
     notes = []
@@ -97,11 +121,14 @@ def answer_table(pooled, P: int) -> list[str]:
         hit = [r["N1"] for r in rows if k in r["marks"]]
         if hit:
             notes.append(f"{mark} At {_where(hit)}: {text}.")
-    for t, method in theory.METHODS.items():
+    for t in _columns(pooled):
         absent = [r for r in rows if not np.isfinite(r[t]["pred"])]
         if not absent:
             continue
-        name = method.noun[0].upper() + method.noun[1:]
+        noun = theory.noun_of(t.partition("[")[0])
+        name = noun[0].upper() + noun[1:]
+        verb = "has no prediction" if all(w.startswith("the fit did not converge") for w in
+                                          (r[t]["why"] for r in absent)) else "does not apply"
         whys = list(dict.fromkeys(r[t]["why"] for r in absent))
         if len(absent) == len(rows):
             where = "at any width here"
@@ -109,7 +136,7 @@ def answer_table(pooled, P: int) -> list[str]:
             where = f"at {_where([r['N1'] for r in absent])} ({DASH} in the table)"
         reason = whys[0] if len(whys) == 1 else "; ".join(
             f"at {_where([r['N1'] for r in absent if r[t]['why'] == w])}: {w}" for w in whys)
-        notes.append(f"{name} ({t}) does not apply {where}: {reason}.")
+        notes.append(f"{name} ({t}) {verb} {where}: {reason}.")
     return out + ([" ".join(notes), ""] if notes else [])
 
 
@@ -194,7 +221,7 @@ def verdict_sentences(pooled, data=None) -> list[str]:
 
     rows = _widths(pooled)
     out = []
-    for t, method in theory.METHODS.items():
+    for t in _columns(pooled):
         have = [r for r in rows if np.isfinite(r[t]["pred"])]
         if not have:
             continue
@@ -227,7 +254,7 @@ def verdict_sentences(pooled, data=None) -> list[str]:
                 parts.append("|Δ| grows with N1")
         if len(have) < len(rows):
             parts.append(f"it does not apply at {_where([r['N1'] for r in rows if r not in have])}")
-        out.append(f"* **{t}** ({method.noun}): " + "; ".join(parts) + ".")
+        out.append(f"* **{t}** ({theory.noun_of(t)}): " + "; ".join(parts) + ".")
     ref, base = theory.REFERENCE, theory.BASELINE
     both = [r for r in rows if np.isfinite(r[ref]["delta"]) and np.isfinite(r[base]["delta"])]
     text = []

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import architectures, diagnostics, theory
+from .. import architectures, diagnostics
 from . import config as config_mod
 from .samplers import SAMPLERS, Parts
 from .signals import STOP, Interrupted
@@ -65,29 +65,6 @@ def versions() -> dict:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = None
-    return out
-
-
-# ---- theory ------------------------------------------------------------------------------------------------------
-def solve_theory(model, data):
-    """The kernel eigendecomposition of the data at the point's width (``infinite_width``: the other methods are
-    refits of it, :func:`renormpp.theory.fit_or_reason`)."""
-    return architecture(model).solve(data.X, data.Y, N1=model.N1, T=model.T, lambda0=model.lambda0,
-                                     lambda1=model.lambda1, activation=model.activation, method="infinite_width",
-                                     **model.options())
-
-
-def theory_results(fit, data) -> dict:
-    """Every theory method of :data:`renormpp.theory.METHODS` at ``fit``'s N1 as plain numbers (for ``theory.json``)."""
-    out = {}
-    for method in theory.METHODS:
-        th = theory.refit_or_none(fit, method)
-        if th is None:
-            out[method] = {"applies": False}
-            continue
-        out[method] = dict(applies=True, Q=th.Q.tolist(), readout_overlap=th.readout_overlap.tolist(),
-                           eps_g=float(th.generalization_error(data.X_test, data.Y_test)), converged=bool(th.converged),
-                           grad_norm=float(th.grad_norm), action=float(th.action), n_iter=int(th.n_iter))
     return out
 
 
@@ -214,6 +191,10 @@ class Sampled(NamedTuple):
 
 MAX_BLOCK = 1000  # iterations per compiled block of the sampling stage (a block takes at most run.chunk_seconds)
 WARMUP_BLOCK = 10  # draws per block while an adaptive warmup runs (renormpp.infer.warmup)
+
+
+#: the fewest draws per chain a comparison judges (the error of the mean needs four)
+MIN_DRAWS = 4
 
 
 def sample(point, data, store: PointStore, *, progress: bool = True, label: str = "") -> Sampled:
@@ -408,10 +389,11 @@ def next_check(n: int) -> int:
 
 
 def _early_stop(ck, r, check: int, starts=None) -> tuple[str, dict]:
-    """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent), "target_error" (every
+    """Why sampling may stop before ``num_samples``: "max_seconds" (the budget is spent, and the :data:`MIN_DRAWS`
+    that a comparison needs are taken: a warmup that spent it is followed by them), "target_error" (every
     error of :func:`accuracy` is reached and every quantity has settled, judged where the draws reach ``check``, a
     point of :func:`next_check`'s grid), or "" (go on); and the errors of :func:`accuracy` where they were judged."""
-    if r.max_seconds is not None and ck.seconds >= r.max_seconds:
+    if r.max_seconds is not None and ck.seconds >= r.max_seconds and ck.n >= MIN_DRAWS:
         return "max_seconds", {}
     if r.target_error is None or ck.n < check:
         return "", {}
@@ -507,15 +489,17 @@ def save_figures(folder, ds, draws, dt, class_names) -> None:
         plt.close(fig)
 
 
-def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: str) -> dict:
+def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: str, beyond=()) -> dict:
     """``observables.nc``, the comparison with the theory (csv, md, nc), the figures; returns the point's result,
-    whose ``status`` is ``"failed"`` where the sampler failed (:func:`renormpp.diagnostics.sampler_health`)."""
+    whose ``status`` is ``"failed"`` where the sampler failed (:func:`renormpp.diagnostics.sampler_health`).
+    ``beyond``: the fits of the theories beyond kernel renormalization (:func:`.theories.beyond_fits`), compared too."""
     folder, draws, stats = store.folder, sampled.draws, sampled.stats
     dt = to_datatree(draws, stats, data.class_names, point.starts())
     dt.to_netcdf(folder / "observables.nc")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = diagnostics.compare(dt, fit, data.X_test, data.Y_test, error=point.run.error_method, sampler=sampled.sampler)
+        ds = diagnostics.compare(dt, [fit, *beyond], data.X_test, data.Y_test, error=point.run.error_method,
+                                 sampler=sampled.sampler)
     ds.to_netcdf(folder / "comparison.nc")
     ds.drop_vars(["a", "b"]).to_dataframe().to_csv(folder / "comparison.csv")
     notes = list(dict.fromkeys(sampled.notes + [str(w.message) for w in caught]))
@@ -538,8 +522,8 @@ def write_outputs(point, store: PointStore, fit, data, sampled: Sampled, label: 
         sampling_seconds=sampled.seconds, divergences=int(np.sum(stats["diverging"])),
         accept_prob=float(np.mean(stats["accept_prob"])) if "accept_prob" in stats else None,
         eps_g=float(e.mc_mean), eps_g_error=float(e.mc_error),
-        eps_g_theory={t: float(e.prediction.sel(theory=t)) for t in theory.METHODS},
-        verdict={t: e.verdict.sel(theory=t).item() for t in theory.METHODS},
+        eps_g_theory={str(t): float(e.prediction.sel(theory=t)) for t in ds.theory.values},
+        verdict={str(t): e.verdict.sel(theory=t).item() for t in ds.theory.values},
         reliable=bool(ds.reliable.all()), summary=ds.attrs["summary"], warnings=notes,
         starts=sorted(set(point.starts())), starts_agree=not bool(ds.starts_apart.any()),
         **({"kernel": kernel} if kernel is not None else {}),

@@ -118,10 +118,19 @@ def generalization_vs_N1(results, fit=None, X_test=None, Y_test=None, N1_grid=No
     methods = {m: theory.METHODS[m] for m in curves}
     for m, y in curves.items():
         ax.plot(x, y, color=methods[m].color, ls=methods[m].ls, label=methods[m].label)
+    beyond = {}
+    for col in dict.fromkeys(str(t) for r in results for t in r.theory.values if str(t) not in theory.METHODS):
+        name, _, variant = col.partition("[")
+        rec = theory.THEORIES[name]
+        y = np.array([float(r.prediction.sel(quantity="eps_g", theory=col)) if col in r.theory.values else np.nan
+                      for r in results])
+        label = rec.label + (f" ({variant[:-1]})" if variant else "")
+        ax.plot(N1s, y, color=rec.color, ls=rec.ls, marker=rec.marker, label=label)  # solved at the sampled widths
+        beyond[label] = (N1s, y, rec.color)
     lo, hi = _mc_points(ax, N1s, [r.sel(quantity="eps_g") for r in results], "C3",
                         "finite networks (MC, $\\pm 1\\sigma$)")
     log_axis(ax, N1s)
-    _fit_ylim(ax, lo, hi, {methods[m].tag: (x, y, methods[m].color) for m, y in curves.items()})
+    _fit_ylim(ax, lo, hi, {**{methods[m].tag: (x, y, methods[m].color) for m, y in curves.items()}, **beyond})
     if fit is not None and X_test is not None:
         for m, y in curves.items():
             if methods[m].breakdown:

@@ -80,11 +80,12 @@ from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonod
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit
-from .registry import COSTS, PROTOCOL, THEORIES, Problem, Theory, get_theory, solve
+from .recorded import RecordedFit
+from .registry import COSTS, PROTOCOL, THEORIES, Problem, Theory, get_theory, noun_of, solve
 from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reason, get_method, refit_or_none,
                       why_not)
 
 __all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
-           "Problem", "REFERENCE", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive", "applies",
+           "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive", "applies",
            "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "methods", "moments",
-           "nonodd", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]
+           "nonodd", "noun_of", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]

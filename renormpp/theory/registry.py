@@ -187,6 +187,14 @@ THEORIES: dict[str, Theory] = {t.name: t for t in (
 )}
 
 
+def noun_of(column: str) -> str:
+    """A comparison's column (a theory's name, with its variant: ``specialists[k=2]``) in a report's prose."""
+    name, _, variant = column.partition("[")
+    record = METHODS.get(name) or THEORIES.get(name)
+    noun = record.noun if record is not None else f"the {name} theory"
+    return f"{noun} ({variant[:-1]})" if variant else noun
+
+
 def get_theory(name: str) -> Theory:
     """The record of a name of :data:`THEORIES`; a ValueError that lists them for any other."""
     if name not in THEORIES:
