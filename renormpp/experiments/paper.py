@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import diagnostics
+from ..theory import METHODS
 from . import baseline_figures
 from . import config as config_mod
 from . import report as report_mod
@@ -108,7 +109,8 @@ class Series:
         if self.patch is not None:
             model.update(architecture="conv", image_shape=math.isqrt(DATA[self.data].get("N0", 28 * 28)),
                          patch=self.patch)
-        return {"data": data, "model": model, "sampler": sampler, "run": run}
+        # the paper's figures compare the paper's theory: the kernel-renormalization methods, no theory beyond them
+        return {"data": data, "model": model, "sampler": sampler, "run": run, "theory": {"methods": list(METHODS)}}
 
 
 @dataclass(frozen=True)
