@@ -218,3 +218,23 @@ def test_a_reader_finds_each_figure_by_its_name_in_the_plots_index():
         entry = next((e for e in entries if f":func:`{name}`" in e), None)
         assert entry is not None, f"{name} is not in the index of renormpp.plots"
         assert entry.startswith((f":mod:`.{module}`", f"``{module}``")), f"{name} is listed away from {module}"
+
+
+def test_the_core_kernel_knows_no_tempering_and_wrapped_states_read_through_one_way():
+    """The core Adapter runs chains with their own model keywords (``chain_kwargs``) and knows nothing of a replica
+    ladder; every wrapper's state reads its inner state's fields through one mixin, not a ``__getattr__`` of its own."""
+    import re
+
+    from renormpp.infer import ObservedState, ReplicaState, SwapState, adapter
+    from renormpp.infer.wrapper import ReadsThrough
+
+    tree = ast.parse(inspect.getsource(adapter))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
+        {n.arg for n in ast.walk(tree) if isinstance(n, (ast.arg, ast.keyword)) and n.arg} | \
+        {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    tempering = {w for w in names if re.search(r"temper|beta|replica|ladder", w.lower())}
+    assert not tempering, f"renormpp/infer/adapter.py's code knows tempering ({sorted(tempering)}): that belongs to " \
+        "renormpp/infer/tempering.py"
+    for S in (ObservedState, SwapState, ReplicaState):
+        assert issubclass(S, ReadsThrough) and "__getattr__" not in vars(S), S

@@ -45,10 +45,6 @@ from . import alerts
 from .algorithms import Kinetic, Overdamped
 from .binding import Bound, bind, fingerprint
 
-#: the model keyword that carries a chain's likelihood temperature (:func:`.tempering.tempered` reads it)
-BETA = "_beta"
-
-
 class LangevinState(NamedTuple):
     """State of :class:`Langevin` and :class:`KineticLangevin` (one chain, or a batch of chains).
 
@@ -62,8 +58,8 @@ class LangevinState(NamedTuple):
     ``inverse_mass`` (also readable as fields, e.g. ``extra_fields=("step_size",)``); ``data_key``, the
     :func:`~.binding.fingerprint` of the model arguments that ``potential_energy`` was computed with; ``rng_key``;
     ``accept_level``, the kinetic kernel's persistent acceptance variable, Neal's s (with ``accept_shift``; else None);
-    ``beta``, the chain's likelihood temperature where a replica ladder runs it (:mod:`.tempering`; else None: the
-    posterior itself).
+    ``chain_kwargs``, the chain's own model keyword arguments where chains run different targets (a dict of values, e.g.
+    a replica ladder's likelihood temperatures, :mod:`.tempering`; else None: every chain the model as called).
     """
 
     i: jax.Array
@@ -80,7 +76,7 @@ class LangevinState(NamedTuple):
     data_key: jax.Array
     rng_key: jax.Array
     accept_level: Any = None
-    beta: Any = None
+    chain_kwargs: Any = None
 
     @property
     def step_size(self):
@@ -187,7 +183,7 @@ def _noise(kernel, state, model_args, model_kwargs, batched):
     """:func:`.alerts.potential_noise` of the kernel's potential at the chains' positions in ``state`` (each chain's
     own: at its likelihood temperature where it has one)."""
     def one(s):
-        return alerts.potential_noise(kernel._potential(model_args, model_kwargs, s.beta), ravel_pytree(s.z)[0])
+        return alerts.potential_noise(kernel.potential(model_args, model_kwargs, s.chain_kwargs), ravel_pytree(s.z)[0])
     return jax.vmap(one)(state) if batched else one(state)
 
 
@@ -304,12 +300,13 @@ class Adapter(MCMCKernel):
         return state
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        return self.init_tempered(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        return self.init_per_chain(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
-    def init_tempered(self, rng_key, num_warmup, init_params, model_args, model_kwargs, beta=None):
-        """:meth:`init`, each chain at its likelihood temperature ``beta`` (one per chain; None: the posterior) in
-        the state's ``beta`` (:class:`.tempering.ReplicaExchange`; the model must read :data:`BETA`,
-        :func:`.tempering.tempered`)."""
+    def init_per_chain(self, rng_key, num_warmup, init_params, model_args, model_kwargs, chain_kwargs=None):
+        """:meth:`init`, each chain with its own model keyword arguments ``chain_kwargs`` (a dict of arrays with a
+        leading chain axis; None: every chain the model as called), kept in the state's ``chain_kwargs`` and merged
+        into ``model_kwargs`` at every potential evaluation (:meth:`potential`). A wrapper that runs chains on different
+        targets uses it, e.g. :class:`.tempering.ReplicaExchange` with its likelihood temperatures."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         algo = self.algorithm
         self._num_warmup = int(num_warmup)
@@ -338,24 +335,26 @@ class Adapter(MCMCKernel):
         data_key = fingerprint(model_args, model_kwargs)
 
         @full_precision()
-        def init_all(position, keys, args, beta):
-            def init_one(x, key, b):
-                U = self._potential(args, model_kwargs, b)
+        def init_all(position, keys, args, own):
+            def init_one(x, key, own):
+                U = self.potential(args, model_kwargs, own)
                 ws = warm_init(self._step_size, x.shape[-1], x.dtype)
                 core = algo.init(x, U, key, ws.inverse_mass)
                 zero = jnp.zeros((), x.dtype)
                 return LangevinState(jnp.array(0), self._bound.unravel(x), core.potential_energy, core.grad,
                                      obs=self._record(x, args, model_kwargs), accept_prob=zero + 1.0,
                                      mean_accept_prob=zero, diverging=jnp.array(False), num_divergent=jnp.array(0),
-                                     adaptation=ws, data_key=data_key, rng_key=None, beta=b, **algo.unpack(core))
+                                     adaptation=ws, data_key=data_key, rng_key=None, chain_kwargs=own,
+                                     **algo.unpack(core))
 
-            return jax.vmap(init_one, (0, 0, None if beta is None else 0))(position, keys, beta) if batched else \
-                init_one(position, keys, beta)
+            return jax.vmap(init_one, (0, 0, None if own is None else 0))(position, keys, own) if batched else \
+                init_one(position, keys, own)
 
         # one compilation instead of an op-by-op trace (seconds per point); data given as nested lists stays eager
         arrays = all(a is None or isinstance(a, (jax.Array, np.ndarray)) for a in model_args)
-        beta = None if beta is None else jnp.asarray(beta, position.dtype)
-        state = (jax.jit(init_all) if arrays else init_all)(position, key_core, tuple(model_args), beta)
+        if chain_kwargs is not None:
+            chain_kwargs = {k: jnp.asarray(v, position.dtype) for k, v in chain_kwargs.items()}
+        state = (jax.jit(init_all) if arrays else init_all)(position, key_core, tuple(model_args), chain_kwargs)
         pe, grad = state.potential_energy, state.z_grad
         concrete = not isinstance(pe, jax.core.Tracer)
         if concrete and not (np.all(np.isfinite(pe)) and np.all(np.isfinite(grad))):
@@ -380,7 +379,7 @@ class Adapter(MCMCKernel):
         state = self._refresh_if_new_data(state, U, model_args, model_kwargs, batched)
 
         def one(s):
-            Us = U if s.beta is None else self._potential(model_args, model_kwargs, s.beta)
+            Us = U if s.chain_kwargs is None else self.potential(model_args, model_kwargs, s.chain_kwargs)
             return self._sample_one(s, Us, model_args, model_kwargs)
 
         new = jax.vmap(one)(state) if batched else one(state)
@@ -410,10 +409,12 @@ class Adapter(MCMCKernel):
                          lambda: None)
         return new
 
-    def _potential(self, model_args, model_kwargs, beta=None):
-        """U of the flat position; with ``beta`` (a chain's likelihood temperature, :mod:`.tempering`) the tempered
-        posterior's: the model's observed sites' log-densities times ``beta``."""
-        return self._bound.potential(model_args, model_kwargs if beta is None else {**model_kwargs, BETA: beta})
+    def potential(self, model_args, model_kwargs=None, chain_kwargs=None):
+        """U of the flat position (after :meth:`init`), the model called with ``model_kwargs`` and, where given, one
+        chain's own keyword arguments ``chain_kwargs`` (:meth:`init_per_chain`) on top."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        return self._bound.potential(model_args, model_kwargs if chain_kwargs is None else {**model_kwargs,
+                                                                                            **chain_kwargs})
 
     def potential_noise(self, state, model_args, model_kwargs=None) -> np.ndarray:
         """The potential's rounding noise (:func:`.alerts.potential_noise`, energy units) at each chain's position
@@ -454,7 +455,7 @@ class Adapter(MCMCKernel):
 
         def refresh(st):
             def one(s):
-                Us = U if s.beta is None else self._potential(model_args, model_kwargs, s.beta)
+                Us = U if s.chain_kwargs is None else self.potential(model_args, model_kwargs, s.chain_kwargs)
                 pe, grad = jax.value_and_grad(Us)(ravel_pytree(s.z)[0])
                 return s._replace(potential_energy=pe, z_grad=grad)
             st = jax.vmap(one)(st) if batched else one(st)
@@ -506,7 +507,7 @@ class Adapter(MCMCKernel):
                              obs=self._record(core.position, model_args, model_kwargs),
                              accept_prob=info.accept_prob, mean_accept_prob=mean_accept_prob,
                              diverging=info.num_divergent > 0, num_divergent=state.num_divergent + info.num_divergent,
-                             adaptation=ws, data_key=state.data_key, rng_key=rng_key, beta=state.beta,
+                             adaptation=ws, data_key=state.data_key, rng_key=rng_key, chain_kwargs=state.chain_kwargs,
                              **self.algorithm.unpack(core))
 
 

@@ -10,25 +10,14 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from ..precision import full_precision
-from .wrapper import Wrapper
+from .wrapper import ReadsThrough, Wrapper
 
 
-class ObservedState(namedtuple("ObservedState", ["inner", "obs"])):
-    """The wrapped kernel's state ``inner`` and the observables ``obs`` of its current point. Every field of the
-    inner state reads through (``state.z``, ``state.diverging``, ``state.rng_key``, ...), and ``_replace`` of an
-    inner field replaces it there, so NumPyro's ``MCMC`` treats it as the inner kernel's state."""
+class ObservedState(ReadsThrough, namedtuple("ObservedState", ["inner", "obs"])):
+    """The wrapped kernel's state ``inner`` and the observables ``obs`` of its current point; every field of the
+    inner state reads through (``state.z``, ``state.diverging``, ``state.rng_key``, ...: :class:`~.wrapper.ReadsThrough`)."""
 
     __slots__ = ()
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def _replace(self, **changes):
-        own = {k: changes.pop(k) for k in list(changes) if k in self._fields}
-        inner = self.inner._replace(**changes) if changes else self.inner
-        return super()._replace(inner=inner, **own)
 
 
 class Observed(Wrapper):

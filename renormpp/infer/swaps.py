@@ -44,7 +44,7 @@ from numpyro.util import is_prng_key
 from .._checks import matrix, positive_int
 from ..mcmc import metrics
 from ..precision import full_precision
-from .wrapper import Wrapper
+from .wrapper import ReadsThrough, Wrapper
 
 #: the ways :class:`StateSwaps` picks the neurons it reflects
 SELECTIONS = ("random", "aligned", "all")
@@ -205,23 +205,12 @@ def _check_selection(selection, k, N1=None):
         raise ValueError(f"k={k} neurons to reflect, but the layer has N1={N1}: choose 1 <= k <= N1")
 
 
-class SwapState(namedtuple("SwapState", ["inner", "swap_accept_prob", "swaps_accepted", "swaps_tried"])):
+class SwapState(ReadsThrough, namedtuple("SwapState", ["inner", "swap_accept_prob", "swaps_accepted", "swaps_tried"])):
     """State of :class:`StateSwaps`: ``inner``, the inner kernel's state (its fields read through:
     ``state.z``, ``state.obs``, ``state.rng_key``, ...); ``swap_accept_prob``, the acceptance probability of the last
     attempted move (per chain); ``swaps_accepted`` and ``swaps_tried``, counts so far (per chain)."""
 
     __slots__ = ()
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name in SwapState._fields:
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def _replace(self, **changes):
-        own = {k: changes.pop(k) for k in list(changes) if k in self._fields}
-        if changes:
-            own["inner"] = own.get("inner", self.inner)._replace(**changes)
-        return super()._replace(**own)
 
     @property
     def swap_rate(self):
@@ -314,7 +303,7 @@ class StateSwaps(Wrapper):
 
         def one(s):
             key_next, k_pair, k_sel, k_u, k_p = jax.random.split(s.rng_key, 5)
-            U = self.inner._potential(model_args, model_kwargs, s.beta)
+            U = self.inner.potential(model_args, model_kwargs, s.chain_kwargs)
             z = s.z
             W = z[self.site]
             n = normals[jax.random.randint(k_pair, (), 0, normals.shape[0])]

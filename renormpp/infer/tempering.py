@@ -26,7 +26,7 @@ step, and its potential and force are recomputed at the position it received (th
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections import namedtuple
 
 import jax
 import jax.numpy as jnp
@@ -37,8 +37,11 @@ from numpyro.util import is_prng_key
 
 from .._checks import positive_int
 from ..precision import full_precision
-from .wrapper import Wrapper
-from .adapter import BETA, Adapter, LangevinState
+from .wrapper import ReadsThrough, Wrapper
+from .adapter import Adapter, LangevinState
+
+#: the model keyword that carries a chain's likelihood temperature (:func:`tempered` reads it)
+BETA = "_beta"
 
 
 class _ScaleLikelihood(Messenger):
@@ -54,7 +57,7 @@ class _ScaleLikelihood(Messenger):
 
 
 def tempered(model):
-    """``model`` with the keyword :data:`~.adapter.BETA` (default 1): its likelihood raised to that power.
+    """``model`` with the keyword :data:`BETA` (default 1): its likelihood raised to that power.
 
     Parameters
     ----------
@@ -101,7 +104,8 @@ def geometric_ladder(replicas: int, beta_min: float) -> np.ndarray:
     return np.geomspace(1.0, beta_min, replicas)
 
 
-class ReplicaState(NamedTuple):
+class ReplicaState(ReadsThrough, namedtuple("ReplicaState", ["inner", "walker", "heading", "round_trips",
+                                                             "swaps_accepted", "swaps_tried", "rng_key"])):
     """State of :class:`ReplicaExchange`: ``inner``, the inner kernel's state of every replica (leading axis: chain x
     replica, the chain's replicas in ladder order); ``walker``, which walker sits at each rung (chain, rung);
     ``heading``, per walker, +1 on its way up the ladder since it last left beta = 1, -1 on its way down after
@@ -111,24 +115,16 @@ class ReplicaState(NamedTuple):
     The fields of the replicas at beta = 1 read as the state's own (``state.obs``, ``state.accept_prob``, ...): the
     chain's draws."""
 
-    inner: LangevinState
-    walker: jax.Array
-    heading: jax.Array
-    round_trips: jax.Array
-    swaps_accepted: jax.Array
-    swaps_tried: jax.Array
-    rng_key: jax.Array
+    __slots__ = ()
+
+    def _through(self, value):  # the replicas at beta = 1
+        return jax.tree_util.tree_map(self._cold, value)
 
     def _cold(self, x):
         if x is None:
             return None
         R, batched = self.walker.shape[-1], self.walker.ndim == 2
         return x.reshape((-1, R) + x.shape[1:])[:, 0] if batched else x[0]
-
-    def __getattr__(self, name):  # the replicas at beta = 1: i, z, obs, accept_prob, step_size, ...
-        if name.startswith("_") or name in ReplicaState._fields:
-            raise AttributeError(name)
-        return jax.tree_util.tree_map(self._cold, getattr(self.inner, name))
 
     @property
     def swap_rate(self):
@@ -187,8 +183,8 @@ class ReplicaExchange(Wrapper):
         if init_params is not None:  # every replica of a chain starts where the chain does
             params = jax.tree_util.tree_map(
                 lambda x: jnp.repeat(jnp.asarray(x) if batched else jnp.asarray(x)[None], R, axis=0), init_params)
-        inner = self.inner.init_tempered(split[:, :R].reshape((C * R,) + split.shape[2:]), num_warmup, params,
-                                         model_args, model_kwargs, beta=np.tile(self.betas, C))
+        inner = self.inner.init_per_chain(split[:, :R].reshape((C * R,) + split.shape[2:]), num_warmup, params,
+                                          model_args, model_kwargs, chain_kwargs={BETA: np.tile(self.betas, C)})
         rungs = jnp.broadcast_to(jnp.arange(R), (C, R))
         state = ReplicaState(inner, rungs, jnp.zeros((C, R), jnp.int32), jnp.zeros(C, jnp.int32),
                              jnp.zeros((C, R - 1), jnp.int32), jnp.zeros((C, R - 1), jnp.int32), split[:, R])
@@ -208,7 +204,7 @@ class ReplicaExchange(Wrapper):
         betas = jnp.asarray(self.betas, st.inner.potential_energy.dtype)
         inner = st.inner
         flat = jax.vmap(lambda z: ravel_pytree(z)[0])(inner.z)  # (C R, n)
-        U = lambda b: self.inner._potential(model_args, model_kwargs, b)  # noqa: E731
+        U = lambda b: self.inner.potential(model_args, model_kwargs, {BETA: b})  # noqa: E731
         L = jax.vmap(lambda x: U(1.0)(x) - U(0.0)(x))(flat).reshape(C, R)  # -log-likelihood at each rung
         pair = jnp.arange(R - 1)
         tried = jnp.broadcast_to(pair % 2 == inner.i.reshape(C, R)[:, :1] % 2, (C, R - 1))

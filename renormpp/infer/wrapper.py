@@ -13,6 +13,29 @@ from __future__ import annotations
 from numpyro.infer.mcmc import MCMCKernel
 
 
+class ReadsThrough:
+    """Mixin of a wrapper's state, a namedtuple with the field ``inner`` (``class S(ReadsThrough, namedtuple(...))``):
+    a field the state does not have reads through to the inner state (``state.z``, ``state.rng_key``, ...), mapped by
+    :meth:`_through` (the identity here), and ``_replace`` of such a field replaces it there, so NumPyro's ``MCMC``
+    treats the state as the inner kernel's."""
+
+    __slots__ = ()
+
+    def _through(self, value):
+        return value
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in type(self)._fields:
+            raise AttributeError(name)
+        return self._through(getattr(self.inner, name))
+
+    def _replace(self, **changes):
+        own = {k: changes.pop(k) for k in list(changes) if k in self._fields}
+        if changes:
+            own["inner"] = own.get("inner", self.inner)._replace(**changes)
+        return super()._replace(**own)
+
+
 def adapts_warmup(kernel) -> bool:
     """Whether ``kernel`` declares a warmup schedule that :class:`~.warmup.AdaptiveWarmup` may move."""
     return bool(getattr(kernel, "adapts_warmup", False))
@@ -74,4 +97,4 @@ class Wrapper(MCMCKernel):
         return self.inner.pools_adaptation
 
 
-__all__ = ["Wrapper", "adapts_warmup"]
+__all__ = ["ReadsThrough", "Wrapper", "adapts_warmup"]
