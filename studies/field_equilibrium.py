@@ -73,7 +73,7 @@ def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
     rng, xi, h, total, rows = np.random.default_rng([seed, 8]), law.moved, law.step, 0, []
     for b in [0] + list(blocks):
         if b:
-            xi, _, _, h = sf._moved(xi, lambda z: target(z, law.proposal, fit.m, fit.Sigma), b, rng, h=h)
+            xi, _, _, h = sf._moved(xi, target.at(law.proposal, fit.m, fit.Sigma), b, rng, h=h)
             total += b
         one = replace(fit, proposal=replace(law, moved=xi), populations=1, fresh=False, tempered=False)  # its own
         w, s, rho0, C, y, rho = one._law()
@@ -103,7 +103,7 @@ def formation(X, Y, N1, M, blocks, u, seed=0, tempered=False):
     rows, total = [], 0
     for b in [0] + list(blocks):
         if b:
-            xi, _, _, h = sf._moved(xi, lambda z: target(z, gauss, m, Sigma), b, rng, h=h)
+            xi, _, _, h = sf._moved(xi, target.at(gauss, m, Sigma), b, rng, h=h)
             total += b
         w = replace(gauss, noise=xi).draw(1.0)[0]
         log_tilt = sf._per_neuron(sf.features(w, X, "erf").T, m, Sigma, law.c)[2]

@@ -152,7 +152,7 @@ def main():
         w, acc = gibbs_along(fit, w, u, rng)
         row(f"+ a move along u ({acc:.0%} accepted)")
     for _ in range(6):
-        xi, _, _, h = sf._moved(g.coordinates(w, fit.lambda0), lambda z: target(z, g, fit.m, fit.Sigma), 40, rng, h=h)
+        xi, _, _, h = sf._moved(g.coordinates(w, fit.lambda0), target.at(g, fit.m, fit.Sigma), 40, rng, h=h)
         w, steps = replace(g, noise=xi).draw(fit.lambda0)[0], steps + 40
         row(f"+ {steps} Langevin steps")
         w, acc = gibbs_along(fit, w, u, rng)

@@ -69,7 +69,7 @@ def moved_on(g, xi, rng, h, blocks):
     """Rows of the population ``xi`` moved on ``blocks`` Langevin steps at a time at the fit's field."""
     total = 0
     for b in blocks:
-        xi, _, _, h = sf._moved(xi, lambda z: target(z, g, fit.m, fit.Sigma), b, rng, h=h)
+        xi, _, _, h = sf._moved(xi, target.at(g, fit.m, fit.Sigma), b, rng, h=h)
         total += b
         row(g, xi, f"  moved on {total}")
 
@@ -78,7 +78,7 @@ def tempered(g, seed, ess=sf._STAGE_ESS, name="from the fitted proposal"):
     """A tempered population from the Gaussian ``g`` (its coordinates are tempered from g's unit normals), its row."""
     rng = np.random.default_rng(seed)
     t = time.perf_counter()
-    xi, rates, _, h, betas = sf._tempered(rng.standard_normal(g.noise.shape), lambda z: target(z, g, fit.m, fit.Sigma),
+    xi, rates, _, h, betas = sf._tempered(rng.standard_normal(g.noise.shape), target.at(g, fit.m, fit.Sigma),
                                           rng, ess=ess)
     row(g, xi, f"{name}, ESS {ess:g}, stream {seed}: {len(betas) - 1} stages, {len(rates)} steps, "
                f"{time.perf_counter() - t:.0f} s")

@@ -84,7 +84,7 @@ from .checkpoint import _CHECKPOINT_SECONDS, _Checkpoint, _key
 from .equations import (_above, _control, _field, _guarded_moments, _moment, _moments, _per_neuron,
                         _population_moments, _positive)
 from .fit import SharedFieldFit
-from .langevin import _moved, _quadratic, _tilt_step, _tilt_target
+from .langevin import Tilt, _moved, _programs, _quadratic, _tilt_ell, _tilt_target
 from .mixing import _Anderson
 from .populations import Population, _renewed
 from .proposals import _FITS, Proposal, _fitted, proposal_basis
@@ -93,5 +93,5 @@ from .tempered import _STAGE_ESS, _STAGE_MOVES, _tempered
 from .verify import Verification, _jackknife
 from .weights import _K_BAD, _K_FIT, _control_weights, _ess, _normalized, _resampled, pareto_k
 
-__all__ = ["PROPOSALS", "Population", "Proposal", "SharedFieldFit", "Verification", "continued", "pareto_k",
+__all__ = ["PROPOSALS", "Population", "Proposal", "SharedFieldFit", "Tilt", "Verification", "continued", "pareto_k",
            "proposal_basis", "solve"]

@@ -66,7 +66,7 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
             if renew is not None:
                 gauss, xi, r, lv, h = renew(gauss, m, Sigma, h)
             else:
-                xi, r, lv, h = _moved(xi, lambda z: target(z, gauss, m, Sigma), steps, rng, h=h)
+                xi, r, lv, h = _moved(xi, target.at(gauss, m, Sigma), steps, rng, h=h)
             rates, levels = rates + list(r), levels + list(lv)
         LW, LC, _ = _population_moments(replace(gauss, noise=xi).draw(lambda0)[0], law.X, law.activation, m, Sigma,
                                         c, K, N1, T)

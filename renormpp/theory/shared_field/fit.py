@@ -155,7 +155,7 @@ class SharedFieldFit(FitShape):
                                               activation=self.activation, lambda0=self.lambda0, c=law.c,
                                               tempered=self.tempered)
             elif k:
-                xi, _, _, h = _moved(xi, lambda z: target(z, gauss, self.m, self.Sigma), self.steps, rng, h=h)
+                xi, _, _, h = _moved(xi, target.at(gauss, self.m, self.Sigma), self.steps, rng, h=h)
             fit = replace(self, proposal=replace(law, proposal=gauss, moved=xi, m=self.m, Sigma=self.Sigma))
             avg = fit._averages(X0, *fit._law())
             total = avg if total is None else {key: total[key] + (avg[key] - total[key]) / (k + 1) for key in avg}

@@ -1,38 +1,77 @@
-r"""Neurons moved to (F1) exactly: the log-density of (F1) and its gradient in a Gaussian proposal's coordinates
-(JAX, float64, compiled once per shape), and Metropolis-adjusted Langevin steps of all neurons at once."""
+r"""Neurons moved to (F1) exactly: the log tilt of (F1) in a Gaussian proposal's coordinates (JAX, float64, compiled
+once per shape), :class:`Tilt`, and Metropolis-adjusted Langevin steps of all neurons at once, :func:`_moved`, by the
+core's kernel (:mod:`renormpp.mcmc.langevin`) vectorized over the neurons."""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
-from ...network import get_activation
+from ...mcmc import base, langevin
+from ...network import get_activation, x64_context
 
 
-def _tilt_target(X, activation, lambda0, c, chunk: int = 4096):
-    r"""The log-density of (F1) over prior-over-proposal in the coordinates ξ of a Gaussian proposal, and its
-    gradient: ``target(xi, gauss, m, Sigma) -> (ell (M,), grad (M, N0))``, :math:`\ell(\xi)` = the log tilt of (F1)
-    at w(ξ) plus the log of prior over proposal (Proposal.draw's, up to a constant); so that (F1) in these coordinates
-    is :math:`\propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`. JAX in local float64, ``chunk`` neurons at a time.
-    The inputs, the field and the proposal are arguments of one program (:func:`_tilt_step`) compiled once per
-    shape: every solve and every ``predict`` of the same shapes reuse it."""
-    import jax.numpy as jnp
+@dataclass(frozen=True)
+class Tilt:
+    r"""The law :math:`\pi(\xi) \propto \mathcal N(\xi; 0, 1)\, e^{\beta\,\ell(\xi)}` of every neuron's coordinates
+    ξ (N0,): ``ell(xi, *args)`` is the log tilt of one neuron (a JAX function, compiled once per function and
+    shape), ``beta`` its power (a tempered stage's; 1: the law itself).
 
-    from ...network import x64_context
+    Called on the coordinates (M, N0) of M neurons, it gives :math:`\beta\ell` (M,) and its gradient (M, N0) in
+    numpy, ``chunk`` neurons at a time, in local float64."""
 
-    step = _tilt_step(activation, float(lambda0), float(c))
-    with x64_context():
-        X = jnp.asarray(X, jnp.float64)
+    ell: Callable
+    args: tuple = ()
+    beta: float = 1.0
+    chunk: int = 4096
 
-    def target(xi, gauss, m, Sigma):
+    def __call__(self, xi):
+        import jax.numpy as jnp
+
+        value_and_grad = _programs(self.ell)[0]
+        with x64_context():
+            parts = [value_and_grad(jnp.asarray(xi[k:k + self.chunk]), self.args)
+                     for k in range(0, len(xi), self.chunk)]
+            ell = np.concatenate([np.asarray(v) for v, _ in parts])
+            grad = np.concatenate([np.asarray(g) for _, g in parts])
+        return self.beta * ell, self.beta * grad
+
+    def at(self, beta: float) -> "Tilt":
+        """The same tilt raised to the power ``beta``."""
+        return replace(self, beta=float(beta))
+
+
+@dataclass(frozen=True)
+class _TiltTarget:
+    """(F1)'s log tilt for the inputs ``X``: ``target.at(gauss, m, Sigma)`` is the :class:`Tilt` of the field (m,
+    Sigma) in the coordinates of the Gaussian proposal ``gauss``; ``target(xi, gauss, m, Sigma)`` its value and
+    gradient."""
+
+    X: object
+    ell: Callable
+
+    def at(self, gauss, m, Sigma) -> Tilt:
+        import jax.numpy as jnp
+
         P, D = m.shape
         with x64_context():
-            args = (X, gauss.basis, gauss.mean, gauss.chol, m, Sigma.reshape(D, P, D, P))
-            parts = [step(jnp.asarray(xi[k:k + chunk]), *args) for k in range(0, len(xi), chunk)]
-            return (np.concatenate([np.asarray(v) for v, _ in parts]),
-                    np.concatenate([np.asarray(g) for _, g in parts]))
+            args = tuple(jnp.asarray(a, jnp.float64) for a in (self.X, gauss.basis, gauss.mean, gauss.chol, m,
+                                                                  np.reshape(Sigma, (D, P, D, P))))
+        return Tilt(self.ell, args)
 
-    return target
+    def __call__(self, xi, gauss, m, Sigma):
+        return self.at(gauss, m, Sigma)(xi)
+
+
+def _tilt_target(X, activation, lambda0, c) -> _TiltTarget:
+    r"""The log-density of (F1) over prior-over-proposal in the coordinates ξ of a Gaussian proposal:
+    :math:`\ell(\xi)` = the log tilt of (F1) at w(ξ) plus the log of prior over proposal (Proposal.draw's, up to a
+    constant); so that (F1) in these coordinates is :math:`\propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`. The
+    inputs, the field and the proposal are arguments of one program per activation, lambda0 and c
+    (:func:`_tilt_ell`), compiled once per shape: every solve and every ``predict`` of the same shapes reuse it."""
+    return _TiltTarget(X, _tilt_ell(activation, float(lambda0), float(c)))
 
 
 @lru_cache(maxsize=1)
@@ -61,10 +100,9 @@ def _quadratic():
 
 
 @lru_cache(maxsize=16)
-def _tilt_step(activation, lambda0: float, c: float):
-    """The compiled ``(ell, grad)`` of :func:`_tilt_target` over a chunk of neurons, for one activation, lambda0 and
-    c: ``step(xi, X, B, mean, L, m, S)``."""
-    import jax
+def _tilt_ell(activation, lambda0: float, c: float):
+    """(F1)'s log tilt of one neuron in a proposal's coordinates, :func:`_tilt_target`'s, for one activation,
+    lambda0 and c: ``ell(xi, X, B, mean, L, m, S)`` (one function per key: its compiled programs are reused)."""
     import jax.numpy as jnp
 
     act = get_activation(activation).fn
@@ -81,31 +119,62 @@ def _tilt_step(activation, lambda0: float, c: float):
         log_tilt = -0.5 * jnp.linalg.slogdet(jnp.eye(D) + q / c)[1] + 0.5 * z @ jnp.linalg.solve(c * jnp.eye(D) + q, z)
         return log_tilt - 0.5 * lambda0 * u @ u + 0.5 * eta @ eta
 
-    return jax.jit(jax.vmap(jax.value_and_grad(ell), in_axes=(0,) + (None,) * 6))
+    return ell
 
 
-def _moved(start, target, moves: int, rng, accept: float = 0.574, h: float = 0.5):
+@lru_cache(maxsize=32)
+def _programs(ell: Callable):
+    r"""The compiled programs of one log tilt ``ell(xi, *args)``, vectorized over neurons: ``ell_and_grad(xi,
+    args)``, ``ell_init(xi, beta, args)`` (the core's state of each neuron) and ``ell_mala(keys, state, h, beta,
+    args)``, one Metropolis-adjusted Langevin update (:func:`renormpp.mcmc.langevin.build_kernel`, (L1)-(L2)) of each
+    neuron on :math:`U(\xi) = |\xi|^2/2 - \beta\,\ell(\xi)`."""
+    import jax
+
+    kernel = langevin.build_kernel(adjust=True)
+
+    def potential(beta, args):
+        return lambda x: 0.5 * x @ x - beta * ell(x, *args)
+
+    def ell_and_grad(x, args):
+        return jax.value_and_grad(ell)(x, *args)
+
+    def ell_init(x, beta, args):
+        return base.init(x, potential(beta, args))
+
+    def ell_mala(key, state, h, beta, args):
+        return kernel(key, state, potential(beta, args), h)
+
+    return (jax.jit(jax.vmap(ell_and_grad, in_axes=(0, None))),
+            jax.jit(jax.vmap(ell_init, in_axes=(0, None, None))),
+            jax.jit(jax.vmap(ell_mala, in_axes=(0, 0, None, None, None))))
+
+
+def _moved(start, tilt: Tilt, moves: int, rng, accept: float = 0.574, h: float = 0.5):
     r"""``moves`` Metropolis-adjusted Langevin steps of every neuron at once (Roberts & Tweedie, Bernoulli 2, 341
-    (1996)) on :math:`\log\pi(\xi) = -|\xi|^2/2 + \ell(\xi)` in the coordinates ``start`` (M, N0) of a Gaussian
-    proposal fitted to (F1) (so that π is near a unit Gaussian, whatever the scale of the tilt); ``target(xi) ->
-    (ell, grad)``. Each step leaves (F1) invariant; the step h (one for all neurons) is tuned between steps towards
-    the acceptance ``accept`` from ``h``. Returns the coordinates, the acceptance of each step, the mean of log π over
-    the neurons after each (it levels off where they have reached (F1)) and the step reached."""
-    def log_pi(xi, ell, grad):
-        return -0.5 * np.sum(xi * xi, axis=1) + ell, grad - xi
+    (1996); the core's kernel, :mod:`renormpp.mcmc.langevin`, with its step :math:`h/2`) on
+    :math:`\log\pi(\xi) = -|\xi|^2/2 + \beta\ell(\xi)` (the :class:`Tilt` ``tilt``) in the coordinates ``start``
+    (M, N0) of a Gaussian proposal fitted to (F1) (so that π is near a unit Gaussian, whatever the scale of the
+    tilt). Each step leaves π invariant; the step h (one for all neurons) is tuned between steps towards the mean
+    acceptance probability ``accept`` from ``h``; the keys come from ``rng``. Returns the coordinates, the mean
+    acceptance probability of each step, the mean of log π over the neurons after each (it levels off where they have
+    reached π) and the step reached."""
+    import jax
+    import jax.numpy as jnp
 
-    xi = start
-    lp, g = log_pi(xi, *target(xi))
+    _, init, mala = _programs(tilt.ell)
+    key = jax.random.PRNGKey(int(rng.integers(2**31)))
     rates, levels = [], []
-    for _ in range(moves):
-        new = xi + 0.5 * h * g + np.sqrt(h) * rng.standard_normal(xi.shape)
-        lp_new, g_new = log_pi(new, *target(new))
-        log_q_back = -np.sum((xi - new - 0.5 * h * g_new) ** 2, axis=1) / (2 * h)
-        log_q_fwd = -np.sum((new - xi - 0.5 * h * g) ** 2, axis=1) / (2 * h)
-        take = np.log(rng.random(len(xi))) < lp_new - lp + log_q_back - log_q_fwd
-        xi, lp, g = (np.where(take[:, None], new, xi), np.where(take, lp_new, lp),
-                     np.where(take[:, None], g_new, g))
-        rates.append(float(take.mean()))
-        levels.append(float(lp.mean()))
-        h = float(np.clip(h * np.exp(2 * (rates[-1] - accept)), 1e-4, 4.0))
+    with x64_context():
+        beta = jnp.asarray(tilt.beta, jnp.float64)
+        chunks = [init(jnp.asarray(start[k:k + tilt.chunk], jnp.float64), beta, tilt.args)
+                  for k in range(0, len(start), tilt.chunk)]
+        for _ in range(moves):
+            key, *keys = jax.random.split(key, len(chunks) + 1)
+            steps = [mala(jax.random.split(k, len(st.position)), st, jnp.asarray(h / 2, jnp.float64), beta, tilt.args)
+                     for k, st in zip(keys, chunks)]
+            chunks = [st for st, _ in steps]
+            rates.append(float(np.mean(np.concatenate([np.asarray(info.accept_prob) for _, info in steps]))))
+            levels.append(-float(np.mean(np.concatenate([np.asarray(st.potential_energy) for st in chunks]))))
+            h = float(np.clip(h * np.exp(2 * (rates[-1] - accept)), 1e-4, 4.0))
+        xi = np.concatenate([np.asarray(st.position) for st in chunks])
     return xi, tuple(rates), tuple(levels), h

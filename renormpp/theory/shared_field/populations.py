@@ -66,9 +66,9 @@ def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fr
     gauss, _, s, log_ratio = _fitted(gauss, m, Sigma, X=X, activation=activation, lambda0=lambda0, c=c)
     if tempered:  # the fit saw these normals: the tempering starts from new ones, exact draws of the proposal
         xi, rates, levels, h, _ = _tempered(rng.standard_normal(gauss.noise.shape),
-                                            lambda xi: target(xi, gauss, m, Sigma), rng, h=h, moves=_STAGE_MOVES,
+                                            target.at(gauss, m, Sigma), rng, h=h, moves=_STAGE_MOVES,
                                             ess=_STAGE_ESS)
         return gauss, xi, rates, levels, h
     start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
-    xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng, h=h)
+    xi, rates, levels, h = _moved(start, target.at(gauss, m, Sigma), moves, rng, h=h)
     return gauss, xi, rates, levels, h

@@ -179,7 +179,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
             return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
         gauss = fit_law(law.proposal, m, Sigma)[0]  # the population carries on, in the new proposal's coordinates
         start = gauss.coordinates(law.draw(lambda0)[0], lambda0)
-        xi, rates, levels, h = _moved(start, lambda xi: target(xi, gauss, m, Sigma), moves, rng)
+        xi, rates, levels, h = _moved(start, target.at(gauss, m, Sigma), moves, rng)
         return Population(gauss, xi, m.copy(), Sigma.copy(), c, X, activation, rates, levels, h)
 
     def renew(gauss, m, Sigma, h):

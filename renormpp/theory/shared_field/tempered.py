@@ -2,7 +2,7 @@
 stage by stage, where Langevin steps alone would take hundreds of steps to reach (F1)'s specialists."""
 from __future__ import annotations
 
-from .langevin import _moved
+from .langevin import Tilt, _moved
 from .weights import _ess, _resampled
 
 
@@ -13,12 +13,12 @@ from .weights import _ess, _resampled
 _STAGE_MOVES, _STAGE_ESS = 10, 0.8
 
 
-def _tempered(start, target, rng, h: float = 0.5, moves: int = _STAGE_MOVES, ess: float = _STAGE_ESS,
+def _tempered(start, target: Tilt, rng, h: float = 0.5, moves: int = _STAGE_MOVES, ess: float = _STAGE_ESS,
               max_stages: int = 200):
     r"""Adaptive tempered sequential Monte Carlo (Del Moral, Doucet & Jasra, JRSS B 68, 411 (2006); the next power
     by bisection on the weights' effective sample size, as BlackJAX's ``adaptive_tempered_smc``) from the exact draws
     ``start`` (M, N0) of a unit Gaussian to :math:`\pi(\xi) \propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`
-    (``target(xi) -> (ell, grad)``, as :func:`_moved`'s): through :math:`\pi_\beta \propto \mathcal N(\xi; 0, 1)\,
+    (the :class:`~.langevin.Tilt` ``target``): through :math:`\pi_\beta \propto \mathcal N(\xi; 0, 1)\,
     e^{\beta\ell(\xi)}`, each stage raising β as far as the incremental weights :math:`e^{\Delta\beta\,\ell}` keep
     an effective sample size of ``ess`` M, drawing the neurons by these weights (:func:`_resampled`) and moving them
     ``moves`` Langevin steps at the new β (:func:`_moved`, each leaving π_β invariant). A mode of π far from the
@@ -45,11 +45,7 @@ def _tempered(start, target, rng, h: float = 0.5, moves: int = _STAGE_MOVES, ess
         beta = new
         betas.append(beta)
 
-        def stage(z, b=beta):
-            v, g = target(z)
-            return b * v, b * g
-
-        xi, r, lv, h = _moved(xi, stage, moves, rng, h=h)
+        xi, r, lv, h = _moved(xi, target.at(beta), moves, rng, h=h)
         rates, levels = rates + list(r), levels + list(lv)
         ell, _ = target(xi)
     return xi, tuple(rates), tuple(levels), h, tuple(betas)
