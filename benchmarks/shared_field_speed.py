@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from renormpp import kernels
-from renormpp.theory import shared_field as sf
+from renormpp.theory import shared_field as sf, single_neuron
 
 
 def median_seconds(f, repeats):
@@ -60,7 +60,7 @@ def quadratic_forms(P, D, M, repeats):
             g = jax.jit(jax.vmap(jax.value_and_grad(lambda s, S: jnp.sum(f(s, S))), in_axes=(0, None)))
             return median_seconds(lambda: jax.block_until_ready(g(s, S)), repeats)
 
-        return timed(sf._quadratic()), timed(lambda s, S: jnp.einsum("p,apbq,q->ab", s, S, s))
+        return timed(sf.moves._quadratic()), timed(lambda s, S: jnp.einsum("p,apbq,q->ab", s, S, s))
 
 
 def main():
@@ -80,19 +80,19 @@ def main():
     Sigma = np.linalg.inv(A0)
     m = np.linalg.solve(A0, Y.T.reshape(-1)).reshape(D, P).T
     law = sf.Proposal.prior(rng.standard_normal((M, X.shape[1])), sf.proposal_basis(X, m), 1.0)
-    target = sf._tilt_target(X, "erf", 1.0, float(N1))
+    target = sf.moves._tilt_target(X, "erf", 1.0, float(N1))
     w = law.draw(1.0)[0]
-    s = sf.features(w, X, "erf").T
-    C, y, _ = sf._per_neuron(s, m, Sigma, float(N1))
-    dK = sf._control(s, s, np.ones(M), K)
-    LW, LC = sf._moments(s, np.ones(M), C, y, dK, N1)
+    s = single_neuron.features(w, X, "erf").T
+    C, y, _ = sf.equations._per_neuron(s, m, Sigma, float(N1))
+    dK = sf.equations._control(s, s, np.ones(M), K)
+    LW, LC = sf.equations._moments(s, np.ones(M), C, y, dK, N1)
     parts = {
         "(F1)'s log-density and gradient, one Langevin step": lambda: target(law.noise, law, m, Sigma),
-        "features": lambda: sf.features(w, X, "erf"),
-        "q, C, y of every neuron": lambda: sf._per_neuron(s, m, Sigma, float(N1)),
-        "control variate": lambda: sf._control(s, s, np.ones(M), K),
-        "moments of (F2)": lambda: sf._moments(s, np.ones(M), C, y, dK, N1),
-        "the field from them": lambda: sf._field(LW, LC, m, Sigma, Y, T),
+        "features": lambda: single_neuron.features(w, X, "erf"),
+        "q, C, y of every neuron": lambda: sf.equations._per_neuron(s, m, Sigma, float(N1)),
+        "control variate": lambda: sf.equations._control(s, s, np.ones(M), K),
+        "moments of (F2)": lambda: sf.equations._moments(s, np.ones(M), C, y, dK, N1),
+        "the field from them": lambda: sf.equations._field(LW, LC, m, Sigma, Y, T),
     }
     # a prediction's population: its neurons at (F1) of the fit's own field (weights 1, tilt computed once), against
     # the general path of a fit at another field (prior over law from the tilt at the neurons' field, then again)

@@ -68,16 +68,16 @@ def errors(fit, X, Y, X0, Y0):
 def moved_on(fit, X, Y, X0, Y0, blocks, u, seed=7):
     """Rows of item 1: the solve's population moved on ``blocks`` steps at a time at the fixed field."""
     law, K = fit.proposal, kernels.nngp(X, lambda0=fit.lambda0, activation=fit.activation)
-    target = sf._tilt_target(X, fit.activation, fit.lambda0, law.c)
+    target = sf.moves._tilt_target(X, fit.activation, fit.lambda0, law.c)
     rows_space = np.linalg.svd(X, full_matrices=False)[2]
     rng, xi, h, total, rows = np.random.default_rng([seed, 8]), law.moved, law.step, 0, []
     for b in [0] + list(blocks):
         if b:
-            xi, _, _, h = sf._moved(xi, target.at(law.proposal, fit.m, fit.Sigma), b, rng, h=h)
+            xi, _, _, h = sf.moves._moved(xi, target.at(law.proposal, fit.m, fit.Sigma), b, rng, h=h)
             total += b
         one = replace(fit, proposal=replace(law, moved=xi), populations=1, fresh=False, tempered=False)  # its own
         w, s, rho0, C, y, rho = one._law()
-        res = sf._field(*sf._guarded_moments(s, rho, C, y, sf._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
+        res = sf.equations._field(*sf.equations._guarded_moments(s, rho, C, y, sf.equations._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
                         fit.Sigma, Y, fit.T)[2]
         row_norm = float(np.mean(np.sum((w @ rows_space.T) ** 2, axis=1)))
         rows.append(dict(steps=total, residual_m=float(res[0]), residual_Sigma=float(res[1]),
@@ -94,19 +94,19 @@ def formation(X, Y, N1, M, blocks, u, seed=0, tempered=False):
     steps."""
     law = sf.solve(X, Y, N1=N1, T=T, neurons=M, maxiter=1, tol=1.0, moves=1, populations=1).proposal
     m, Sigma = law.m, law.Sigma  # the exact theory's field: the solve's start, its one iteration not applied
-    target, rng = sf._tilt_target(X, "erf", 1.0, law.c), np.random.default_rng([seed, 9])
+    target, rng = sf.moves._tilt_target(X, "erf", 1.0, law.c), np.random.default_rng([seed, 9])
     t = time.perf_counter()
-    gauss, xi, rates, _, h = sf._renewed(law.proposal, m, Sigma, target, 0, rng, 0.5, X=X, activation="erf",
+    gauss, xi, rates, _, h = sf.moves._renewed(law.proposal, m, Sigma, target, 0, rng, 0.5, X=X, activation="erf",
                                          lambda0=1.0, c=law.c, tempered=tempered)
     if tempered:
         print(f"(tempered: {len(rates)} Langevin steps in {time.perf_counter() - t:.0f} s)\n", flush=True)
     rows, total = [], 0
     for b in [0] + list(blocks):
         if b:
-            xi, _, _, h = sf._moved(xi, target.at(gauss, m, Sigma), b, rng, h=h)
+            xi, _, _, h = sf.moves._moved(xi, target.at(gauss, m, Sigma), b, rng, h=h)
             total += b
         w = replace(gauss, noise=xi).draw(1.0)[0]
-        log_tilt = sf._per_neuron(sf.features(w, X, "erf").T, m, Sigma, law.c)[2]
+        log_tilt = sf.equations._per_neuron(rp.theory.single_neuron.features(w, X, "erf").T, m, Sigma, law.c)[2]
         rows.append(dict(steps=total, specialists=float(N1 * np.mean((w @ u) ** 2 > 9)),
                          log_tilt=float(log_tilt.mean())))
         print(f"| {total} | {rows[-1]['specialists']:.1f} | {rows[-1]['log_tilt']:.2f} |", flush=True)

@@ -41,7 +41,7 @@ GRID = np.linspace(-12, 12, 97)
 def parts(fit, w):
     """Features (M, P), y (M, D) and log tilt (M,) of the neurons ``w`` at the fit's field."""
     s = features(w, fit.X, fit.activation).T
-    C, y, log_tilt = sf._per_neuron(s, fit.m, fit.Sigma, fit.lambda1 * fit.N1)
+    C, y, log_tilt = sf.equations._per_neuron(s, fit.m, fit.Sigma, fit.lambda1 * fit.N1)
     return s, y, log_tilt
 
 
@@ -114,12 +114,12 @@ def main():
     fit = sf.solve(X, Y, N1=100, T=fe.T, neurons=4000, maxiter=160, seed=0, checkpoint=args.checkpoint, **how)
     print(f"{fit}\nMonte Carlo error of the solve: {fit.mc_error[0]:.3g} (m), {fit.mc_error[1]:.3g} (Sigma)\n")
     law, c, norm = fit.proposal, fit.lambda1 * fit.N1, np.linalg.norm(Y)
-    target = sf._tilt_target(X, fit.activation, fit.lambda0, c)
+    target = sf.moves._tilt_target(X, fit.activation, fit.lambda0, c)
     ctx = dict(X=X, activation=fit.activation, lambda0=fit.lambda0, c=c)
     rng = np.random.default_rng(77)
 
     def tempered():
-        g, xi, _, _, _ = sf._renewed(law.proposal, fit.m, fit.Sigma, target, 30, rng, 0.5, tempered=True, **ctx)
+        g, xi, _, _, _ = sf.moves._renewed(law.proposal, fit.m, fit.Sigma, target, 30, rng, 0.5, tempered=True, **ctx)
         return g, replace(g, noise=xi).draw(fit.lambda0)[0]
 
     print("1. The noise of one population of 4 000 (tempered), in |N1 E[s y^T]| / |Y|\n\n"
@@ -152,7 +152,7 @@ def main():
         w, acc = gibbs_along(fit, w, u, rng)
         row(f"+ a move along u ({acc:.0%} accepted)")
     for _ in range(6):
-        xi, _, _, h = sf._moved(g.coordinates(w, fit.lambda0), target.at(g, fit.m, fit.Sigma), 40, rng, h=h)
+        xi, _, _, h = sf.moves._moved(g.coordinates(w, fit.lambda0), target.at(g, fit.m, fit.Sigma), 40, rng, h=h)
         w, steps = replace(g, noise=xi).draw(fit.lambda0)[0], steps + 40
         row(f"+ {steps} Langevin steps")
         w, acc = gibbs_along(fit, w, u, rng)

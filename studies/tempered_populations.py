@@ -48,7 +48,7 @@ fit = sf.solve(X, Y, N1=100, T=0.01, neurons=4000, maxiter=160, seed=0, fresh=Tr
                checkpoint=args.checkpoint)
 print(fit, flush=True)
 law = fit.proposal
-target = sf._tilt_target(X, "erf", 1.0, law.c)
+target = sf.moves._tilt_target(X, "erf", 1.0, law.c)
 ctx = dict(X=X, activation="erf", lambda0=1.0, c=law.c)
 K = kernels.nngp(X, lambda0=1.0, activation="erf")
 
@@ -57,10 +57,10 @@ def row(gauss, xi, tag):
     """One table row: the population ``xi`` (coordinates under ``gauss``) at the fit's field."""
     one = replace(fit, proposal=replace(law, proposal=gauss, moved=xi), populations=1, fresh=False, tempered=False)
     w, s, rho0, C, y, rho = one._law()
-    res = sf._field(*sf._guarded_moments(s, rho, C, y, sf._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
+    res = sf.equations._field(*sf.equations._guarded_moments(s, rho, C, y, sf.equations._control(s, s, rho0, K), fit.N1, fit.T), fit.m,
                     fit.Sigma, Y, fit.T)[2]
     e = fe.errors(one, X, Y, X0, Y0)
-    lt = sf._per_neuron(s, fit.m, fit.Sigma, law.c)[2]
+    lt = sf.equations._per_neuron(s, fit.m, fit.Sigma, law.c)[2]
     print(f"| {tag} | {res[0]:.3f} | {e['train_mse']:.4f} | {e['test_bias2'] + e['test_var']:.4f} | "
           f"{fit.N1 * np.mean((w @ u)**2 > 9):.2f} | {lt.mean():.3f} |", flush=True)
 
@@ -69,16 +69,16 @@ def moved_on(g, xi, rng, h, blocks):
     """Rows of the population ``xi`` moved on ``blocks`` Langevin steps at a time at the fit's field."""
     total = 0
     for b in blocks:
-        xi, _, _, h = sf._moved(xi, target.at(g, fit.m, fit.Sigma), b, rng, h=h)
+        xi, _, _, h = sf.moves._moved(xi, target.at(g, fit.m, fit.Sigma), b, rng, h=h)
         total += b
         row(g, xi, f"  moved on {total}")
 
 
-def tempered(g, seed, ess=sf._STAGE_ESS, name="from the fitted proposal"):
+def tempered(g, seed, ess=sf.moves._STAGE_ESS, name="from the fitted proposal"):
     """A tempered population from the Gaussian ``g`` (its coordinates are tempered from g's unit normals), its row."""
     rng = np.random.default_rng(seed)
     t = time.perf_counter()
-    xi, rates, _, h, betas = sf._tempered(rng.standard_normal(g.noise.shape), target.at(g, fit.m, fit.Sigma),
+    xi, rates, _, h, betas = sf.moves._tempered(rng.standard_normal(g.noise.shape), target.at(g, fit.m, fit.Sigma),
                                           rng, ess=ess)
     row(g, xi, f"{name}, ESS {ess:g}, stream {seed}: {len(betas) - 1} stages, {len(rates)} steps, "
                f"{time.perf_counter() - t:.0f} s")
@@ -87,7 +87,7 @@ def tempered(g, seed, ess=sf._STAGE_ESS, name="from the fitted proposal"):
 
 print("| population | residual of m | training MSE | ε_g (one population) | specialists of N1 | mean log tilt |\n"
       "|---|---|---|---|---|---|")
-fitted = sf._fitted(replace(law.proposal, noise=np.random.default_rng(10).standard_normal(law.proposal.noise.shape)),
+fitted = sf.proposals._fitted(replace(law.proposal, noise=np.random.default_rng(10).standard_normal(law.proposal.noise.shape)),
                     fit.m, fit.Sigma, **ctx)[0]  # the proposal fitted at the field, as _renewed fits it
 prior = sf.Proposal.prior(law.proposal.noise, law.proposal.basis, 1.0)  # the tempering from the prior
 moved_on(fitted, *tempered(fitted, 11), args.blocks)

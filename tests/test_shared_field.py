@@ -125,18 +125,18 @@ def test_the_fitted_proposal_finds_a_tilt_the_prior_cannot_reach():
     basis, _ = np.linalg.qr(np.stack([e, rng.normal(size=N0)], axis=1))
     law = sf.Proposal.prior(rng.standard_normal((M, N0)), basis, lam0)
     w, log_ratio = law.draw(lam0)
-    assert sf._ess(0.5 * r * (w @ e) ** 2 + log_ratio) < 0.05 * M  # the prior alone: degenerate
+    assert sf.equations._ess(0.5 * r * (w @ e) ** 2 + log_ratio) < 0.05 * M  # the prior alone: degenerate
     betas = []
     for _ in range(10):
         w, log_ratio = law.draw(lam0)
         log_tilt = 0.5 * r * (w @ e) ** 2
-        if sf._ess(log_tilt + log_ratio) >= 0.9 * M:
+        if sf.equations._ess(log_tilt + log_ratio) >= 0.9 * M:
             break
         law, beta = law.fitted(w, log_tilt, log_ratio, M / 2)
         betas.append(beta)
-    assert sf._ess(log_tilt + log_ratio) >= 0.9 * M, betas
+    assert sf.equations._ess(log_tilt + log_ratio) >= 0.9 * M, betas
     assert betas[0] < 0.8 and np.all(np.diff(betas) > 0), betas  # tempered: the tilt's power rises
-    rho, _ = sf._normalized(log_tilt + log_ratio)
+    rho, _ = sf.equations._normalized(log_tilt + log_ratio)
     assert np.mean(rho * (w @ e) ** 2) == pytest.approx(1 / (lam0 - r), rel=0.05)  # the reweighted variance along e
 
 
@@ -159,7 +159,7 @@ def test_the_moves_reach_a_tilt_the_prior_s_weights_cannot():
     ell, grad = target(xi0[:3])
     np.testing.assert_allclose(ell, 0.5 * r * (xi0[:3] @ e) ** 2)
     np.testing.assert_allclose(grad, r * (xi0[:3] @ e)[:, None] * e[None])
-    xi, rates, levels, _ = sf._moved(xi0, target, 40, np.random.default_rng(3))
+    xi, rates, levels, _ = sf.moves._moved(xi0, target, 40, np.random.default_rng(3))
     assert np.mean((xi @ e) ** 2) == pytest.approx(1 / (1 - r), rel=0.05)
     assert np.mean(xi[:, 0] ** 2) == pytest.approx(1.0, rel=0.05) and abs(np.mean(xi @ e)) < 0.06
     assert len(rates) == len(levels) == 40 and abs(np.mean(rates[10:]) - 0.574) < 0.05
@@ -187,26 +187,26 @@ def test_a_fresh_population_is_drawn_from_f1_independent_of_the_last():
         rho = np.exp(log_w - log_w.max())
         rho /= rho.mean()
         s = rp.theory.single_neuron.features(w, X, "erf").T
-        C, y, _ = sf._per_neuron(s, m, S, c)
-        return (rho[:, None] * y).T @ s / len(rho), sf._moments(s, rho, C, y, np.zeros((len(X), len(X))), N1)[0]
+        C, y, _ = sf.equations._per_neuron(s, m, S, c)
+        return (rho[:, None] * y).T @ s / len(rho), sf.equations._moments(s, rho, C, y, np.zeros((len(X), len(X))), N1)[0]
 
     w = rng.standard_normal((1_000_000, X.shape[1]))
-    log_tilt = sf._per_neuron(rp.theory.single_neuron.features(w, X, "erf").T, m, S, c)[2]
+    log_tilt = sf.equations._per_neuron(rp.theory.single_neuron.features(w, X, "erf").T, m, S, c)[2]
     assert sf.pareto_k(log_tilt) < 0.5
     Eys_ref, L_ref = moments(w, log_tilt)
-    target, ctx = sf._tilt_target(X, "erf", 1.0, c), dict(X=X, activation="erf", lambda0=1.0, c=c)
+    target, ctx = sf.moves._tilt_target(X, "erf", 1.0, c), dict(X=X, activation="erf", lambda0=1.0, c=c)
     gauss = sf.Proposal.prior(rng.standard_normal((20_000, X.shape[1])), sf.proposal_basis(X, m), 1.0)
-    g, xi, _, _, h = sf._renewed(gauss, m, S, target, 30, np.random.default_rng(1), 0.5, **ctx)
+    g, xi, _, _, h = sf.moves._renewed(gauss, m, S, target, 30, np.random.default_rng(1), 0.5, **ctx)
     Eys, L = moments(replace(g, noise=xi).draw(1.0)[0], np.zeros(len(xi)))
     assert np.linalg.norm(Eys - Eys_ref) < 0.03 * np.linalg.norm(Eys_ref)
     assert np.linalg.norm(L - L_ref) < 0.03 * np.linalg.norm(L_ref)
-    _, again, _, _, _ = sf._renewed(g, m, S, target, 30, np.random.default_rng(2), h, **ctx)
-    moved_on = sf._moved(xi, target.at(g, m, S), 3, np.random.default_rng(3), h=h)[0]
+    _, again, _, _, _ = sf.moves._renewed(g, m, S, target, 30, np.random.default_rng(2), h, **ctx)
+    moved_on = sf.moves._moved(xi, target.at(g, m, S), 3, np.random.default_rng(3), h=h)[0]
     assert abs(np.corrcoef(xi[:, 0], again[:, 0])[0, 1]) < 0.03 < np.corrcoef(xi[:, 0], moved_on[:, 0])[0, 1]
     # tempered (tempered=True): from new normals under the fitted proposal, by tempered SMC; as close
-    g, xi, rates, _, _ = sf._renewed(gauss, m, S, target, 30, np.random.default_rng(6), 0.5, tempered=True, **ctx)
+    g, xi, rates, _, _ = sf.moves._renewed(gauss, m, S, target, 30, np.random.default_rng(6), 0.5, tempered=True, **ctx)
     Eys, L = moments(replace(g, noise=xi).draw(1.0)[0], np.zeros(len(xi)))
-    assert len(rates) % sf._STAGE_MOVES == 0 and len(rates) > 0
+    assert len(rates) % sf.moves._STAGE_MOVES == 0 and len(rates) > 0
     assert np.linalg.norm(Eys - Eys_ref) < 0.03 * np.linalg.norm(Eys_ref)
     assert np.linalg.norm(L - L_ref) < 0.03 * np.linalg.norm(L_ref)
 
@@ -218,7 +218,7 @@ def _two_modes(mu, p=0.5):
     return sf.Tilt(lambda xi, mu: jnp.logaddexp(np.log1p(-p), np.log(p) + mu * xi[0] - mu**2 / 2), (mu,))
 
 
-@pytest.mark.parametrize("mu, ess, tol", [(4.0, sf._STAGE_ESS, 0.02), (6.0, 0.99, 0.04)])
+@pytest.mark.parametrize("mu, ess, tol", [(4.0, sf.moves._STAGE_ESS, 0.02), (6.0, 0.99, 0.04)])
 def test_tempered_smc_gives_a_far_mode_its_weight(mu, ess, tol):
     """Tempered SMC (shared_field._tempered) from unit-Gaussian draws to a law with a second mode mu away (20
     dimensions, half the mass): the share of the neurons in it is 1/2, the spread in the other directions 1. The
@@ -228,15 +228,15 @@ def test_tempered_smc_gives_a_far_mode_its_weight(mu, ess, tol):
     modes this far apart need finer stages)."""
     rng = np.random.default_rng(0)
     target = _two_modes(mu)
-    xi, rates, levels, h, betas = sf._tempered(rng.standard_normal((20_000, 20)), target, rng, ess=ess)
+    xi, rates, levels, h, betas = sf.moves._tempered(rng.standard_normal((20_000, 20)), target, rng, ess=ess)
     assert betas[0] == 0.0 and betas[-1] == 1.0 and np.all(np.diff(betas) > 0) and len(betas) > 2
-    assert len(rates) == sf._STAGE_MOVES * (len(betas) - 1) and 0.4 < np.mean(rates[10:]) < 0.75
+    assert len(rates) == sf.moves._STAGE_MOVES * (len(betas) - 1) and 0.4 < np.mean(rates[10:]) < 0.75
     assert abs(np.mean(xi[:, 0] > mu / 2) - 0.5) < tol
     assert abs(np.var(xi[:, 1:]) - 1) < 0.03 and abs(np.var(xi[xi[:, 0] > mu / 2, 0]) - 1) < 0.1
-    langevin = sf._moved(rng.standard_normal((20_000, 20)), target, len(rates), rng)[0]
+    langevin = sf.moves._moved(rng.standard_normal((20_000, 20)), target, len(rates), rng)[0]
     assert np.mean(langevin[:, 0] > mu / 2) < 0.5 - 3 * tol
     with pytest.raises(RuntimeError, match="tempered SMC did not reach the target in 3 stages"):
-        sf._tempered(rng.standard_normal((2000, 20)), target, rng, max_stages=3, ess=0.99)
+        sf.moves._tempered(rng.standard_normal((2000, 20)), target, rng, max_stages=3, ess=0.99)
 
 
 def test_the_tilt_target_is_f1_over_the_proposal_and_its_gradient_is_exact():
@@ -253,9 +253,9 @@ def test_the_tilt_target_is_f1_over_the_proposal_and_its_gradient_is_exact():
     law = sf.Proposal(rng.standard_normal((50, N0)), basis, np.array([0.3, -0.5]), np.array([[0.9, 0.0], [0.2, 1.4]]))
     w, log_ratio = law.draw(lam0)
     np.testing.assert_allclose(law.coordinates(w, lam0), law.noise, atol=1e-10)
-    target = sf._tilt_target(X, "erf", lam0, c)
+    target = sf.moves._tilt_target(X, "erf", lam0, c)
     ell, grad = target(law.noise, law, m, Sigma)
-    ref = sf._per_neuron(sf.features(w, X, "erf").T, m, Sigma, c)[2] + log_ratio
+    ref = sf.equations._per_neuron(rp.theory.single_neuron.features(w, X, "erf").T, m, Sigma, c)[2] + log_ratio
     np.testing.assert_allclose(ell - ell.mean(), ref - ref.mean(), atol=1e-10)
     h, fd = 1e-6, np.empty_like(grad)
     for j in range(N0):
@@ -276,7 +276,7 @@ def test_the_quadratic_forms_gradient_from_one_product_is_autodiffs():
     from renormpp.network import x64_context
 
     rng = np.random.default_rng(5)
-    quadratic = sf._quadratic()
+    quadratic = sf.moves._quadratic()
     for D in (1, 3):
         P = 7
         A = rng.normal(size=(P * D, P * D))
@@ -300,7 +300,7 @@ def test_the_moments_of_f2_use_the_symmetry_of_their_blocks():
     A = rng.normal(size=(M, D, D))
     W, B = A + A.transpose(0, 2, 1), rng.normal(size=(P, P))
     dK = B + B.T
-    np.testing.assert_allclose(sf._moment(s, s, rho, W, dK), sf._moment(s, s.copy(), rho, W, dK), rtol=1e-13)
+    np.testing.assert_allclose(sf.equations._moment(s, s, rho, W, dK), sf.equations._moment(s, s.copy(), rho, W, dK), rtol=1e-13)
 
 
 def test_the_control_variate_is_left_out_where_its_weights_degenerate():
@@ -313,12 +313,12 @@ def test_the_control_variate_is_left_out_where_its_weights_degenerate():
     s, K = rng.normal(size=(M, P)), np.eye(P)
     x = rng.standard_normal(M)
     for bad in (np.r_[np.zeros(M - 1), 50.0], 0.5 * 0.9 * x**2, np.r_[np.zeros(M // 4), np.full(M - M // 4, -30.0)]):
-        assert sf._control_weights(bad) is None
-        np.testing.assert_array_equal(sf._control(s, s, None, K), 0.0)
+        assert sf.equations._control_weights(bad) is None
+        np.testing.assert_array_equal(sf.equations._control(s, s, None, K), 0.0)
     good = 0.1 * x
-    rho0 = sf._control_weights(good)
+    rho0 = sf.equations._control_weights(good)
     np.testing.assert_allclose(rho0, np.exp(good) / np.mean(np.exp(good)))
-    np.testing.assert_allclose(sf._control(s, s, rho0, K), (s * rho0[:, None]).T @ s / M - K)
+    np.testing.assert_allclose(sf.equations._control(s, s, rho0, K), (s * rho0[:, None]).T @ s / M - K)
 
 
 def test_the_averaged_solve_drops_a_control_that_would_make_f2_indefinite():
@@ -329,17 +329,17 @@ def test_the_averaged_solve_drops_a_control_that_would_make_f2_indefinite():
     M, P, D, N1, T = 3000, 5, 2, 10.0, 0.01
     s = np.tanh(rng.normal(size=(M, P)))
     m, Sigma = 0.3 * rng.normal(size=(P, D)), 0.05 * np.eye(P * D)
-    C, y, _ = sf._per_neuron(s, m, Sigma, N1)
-    plain = sf._moments(s, np.ones(M), C, y, np.zeros((P, P)), N1)
+    C, y, _ = sf.equations._per_neuron(s, m, Sigma, N1)
+    plain = sf.equations._moments(s, np.ones(M), C, y, np.zeros((P, P)), N1)
     assert all(np.linalg.eigvalsh(L)[0] > -1e-12 for L in plain)
     K = s.T @ s / M
     small = 1e-4 * (lambda B: B + B.T)(rng.normal(size=(P, P)))
-    kept = sf._guarded_moments(s, np.ones(M), C, y, small, N1, T)
+    kept = sf.equations._guarded_moments(s, np.ones(M), C, y, small, N1, T)
     EW = (C + np.einsum("ma,mb->mab", y, y)).mean(axis=0)
     np.testing.assert_allclose(kept[0], plain[0] - N1 * np.kron(EW, small), atol=1e-12)
     for bad in (2 * K, 4 * K):
-        dropped = sf._guarded_moments(s, np.ones(M), C, y, bad, N1, T)
-        with_control = sf._moments(s, np.ones(M), C, y, bad, N1)
+        dropped = sf.equations._guarded_moments(s, np.ones(M), C, y, bad, N1, T)
+        with_control = sf.equations._moments(s, np.ones(M), C, y, bad, N1)
         assert any(np.linalg.eigvalsh(L + 0.5 * T * np.eye(P * D))[0] < 0 for L in with_control)
         for L, L0 in zip(dropped, plain):
             np.testing.assert_array_equal(L, L0)
@@ -371,9 +371,9 @@ def test_neurons_at_their_own_field_weigh_one_each_and_their_tilt_is_computed_on
     assert fit.proposal.at(fit.m, fit.Sigma, c) and not fit.proposal.at(1.01 * fit.m, fit.Sigma, c)
     w, log_ratio = fit.proposal.draw(fit.lambda0)  # the general path, computed here
     s = features(w, X, fit.activation).T
-    C, y, log_tilt = sf._per_neuron(s, fit.m, fit.Sigma, c)
-    general = (w, s, sf._control_weights(log_ratio), C, y, sf._normalized(log_tilt + log_ratio)[0])
-    per_neuron, calls = sf._per_neuron, []
+    C, y, log_tilt = sf.equations._per_neuron(s, fit.m, fit.Sigma, c)
+    general = (w, s, sf.equations._control_weights(log_ratio), C, y, sf.equations._normalized(log_tilt + log_ratio)[0])
+    per_neuron, calls = sf.equations._per_neuron, []
     _patch(monkeypatch, "_per_neuron", lambda *a: calls.append(1) or per_neuron(*a))
     got = fit._law()
     assert len(calls) == 1
@@ -398,7 +398,7 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
     whole = sf.solve(X, Y, **kw)
     _patch(monkeypatch, "_CHECKPOINT_SECONDS", 0.0)
     name = "_tempered" if tempered else "_moved"  # called once for each population
-    moved, calls = getattr(sf, name), []
+    moved, calls = getattr(sf.moves, name), []
 
     def stopped(*args, **kwargs):  # the first call is the initial move, then one per iteration
         calls.append(1)
@@ -417,7 +417,7 @@ def test_an_interrupted_solve_resumes_from_its_checkpoint_to_the_same_field(tmp_
     np.testing.assert_array_equal(resumed.Sigma, whole.Sigma)
     np.testing.assert_array_equal(resumed.residuals, whole.residuals)
     np.testing.assert_array_equal(resumed.proposal.moved, whole.proposal.moved)
-    langevin = sf._moved
+    langevin = sf.moves._moved
     _patch(monkeypatch, "_moved", lambda *a, **k: pytest.fail("a finished checkpoint moved its neurons"))
     again = sf.solve(X, Y, checkpoint=path, **kw)
     np.testing.assert_array_equal(again.m, whole.m)
@@ -475,7 +475,7 @@ def test_the_verdict_weighs_each_residual_against_its_error():
     assert str(sf.Verification((0.005, 0.002), (0.012, 0.001), 4, 100, 30, 0.01)).startswith(
         "undetermined whether a fixed point of (F1)'s law")
     A = np.random.default_rng(0).normal(size=(7, 3, 4))
-    assert sf._jackknife(lambda keep: A[keep].mean(axis=0), 7) == pytest.approx(
+    assert sf.fit._jackknife(lambda keep: A[keep].mean(axis=0), 7) == pytest.approx(
         np.sqrt(A.var(axis=0, ddof=1).sum() / 7), rel=1e-12)
 
 
@@ -582,7 +582,7 @@ def test_the_monte_carlo_error_is_the_spread_of_independent_solves(monkeypatch):
     by the iterations' count again, fail."""
     X, Y, _, _ = _data()
     T, moments, fits = 0.05, [], []
-    field = sf._field
+    field = sf.equations._field
     for seed in range(4):
         seen = []
         _patch(monkeypatch, "_field", lambda LW, LC, *a: (seen.append(LC), field(LW, LC, *a))[1])

@@ -65,33 +65,25 @@ P = 200 on 2 cores with the default 40 000 neurons moved to (F1); 15.5 s an iter
 
 The modules, one idea each:
 
-* :mod:`.solver`: :func:`solve` and :func:`continued` (a series of widths, each from the last converged).
-* :mod:`.fit`: :class:`SharedFieldFit`, its predictions (F3) and readout overlaps.
-* :mod:`.equations`: (F1)'s bulk, spike and tilt per neuron; the moments of (F2) and the field they give.
-* :mod:`.weights`: importance weights, their effective sample size and :func:`pareto_k`.
+* :mod:`.solver`: :func:`solve` and :func:`continued` (a series of widths, each from the last converged), the
+  fixed-point iteration on reweighted neurons with Anderson mixing.
+* :mod:`.fit`: :class:`SharedFieldFit`, its predictions (F3) and readout overlaps; :class:`Verification`, a field
+  tested on new populations.
+* :mod:`.equations`: (F1)'s bulk, spike and tilt per neuron; the moments of (F2) and the field they give; the
+  neurons' importance weights and :func:`pareto_k`.
 * :mod:`.proposals`: the Gaussian :class:`Proposal` and its fit to (F1).
-* :mod:`.langevin`: (F1)'s log-density and gradient by JAX; Metropolis-adjusted Langevin steps.
-* :mod:`.tempered`: adaptive tempered sequential Monte Carlo to (F1).
-* :mod:`.populations`: :class:`Population`, neurons at (F1) of a field, and populations drawn anew.
-* :mod:`.averaged`: the stochastic approximation of (F2) and its Monte Carlo error.
-* :mod:`.mixing`: Anderson mixing of the fixed-point iteration.
-* :mod:`.checkpoint`: a solve's state saved as it goes, and resumed.
-* :mod:`.verify`: :class:`Verification`, a field tested on new populations.
+* :mod:`.moves`: neurons taken to (F1): the :class:`Tilt`, the core's Metropolis-adjusted Langevin steps, tempered
+  sequential Monte Carlo, and the :class:`Population` they give.
+* :mod:`.averaged`: the stochastic approximation of (F2), its Monte Carlo error and the solve's checkpoint.
+
+The package exports the public names; the helpers stay in their modules (``shared_field.moves._moved``).
 """
-from ..single_neuron import features
-from .averaged import _AVERAGED_ITER, _SPLIT_BLOCK, _averaged, _mc_error
-from .checkpoint import _CHECKPOINT_SECONDS, _Checkpoint, _key
-from .equations import (_above, _control, _field, _guarded_moments, _moment, _moments, _per_neuron,
-                        _population_moments, _positive)
-from .fit import SharedFieldFit
-from .langevin import Tilt, _moved, _programs, _quadratic, _tilt_ell, _tilt_target
-from .mixing import _Anderson
-from .populations import Population, _renewed
-from .proposals import _FITS, Proposal, _fitted, proposal_basis
-from .solver import _ROUNDS, PROPOSALS, continued, solve
-from .tempered import _STAGE_ESS, _STAGE_MOVES, _tempered
-from .verify import Verification, _jackknife
-from .weights import _K_BAD, _K_FIT, _control_weights, _ess, _normalized, _resampled, pareto_k
+from . import averaged, equations, fit, moves, proposals, solver
+from .equations import pareto_k
+from .fit import SharedFieldFit, Verification
+from .moves import Population, Tilt
+from .proposals import Proposal, proposal_basis
+from .solver import PROPOSALS, continued, solve
 
 __all__ = ["PROPOSALS", "Population", "Proposal", "SharedFieldFit", "Tilt", "Verification", "continued", "pareto_k",
            "proposal_basis", "solve"]

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..single_neuron import features
-from .equations import _per_neuron
-from .weights import _K_FIT, _ess, _normalized, pareto_k
+from .equations import _K_FIT, _ess, _normalized, _per_neuron, pareto_k
 
 #: the most fits of the proposal per round (each a tempering step: the tilt's power beta rises until 1)
 _FITS = 20

@@ -1,9 +1,10 @@
-r"""Neurons moved to (F1) exactly: the log tilt of (F1) in a Gaussian proposal's coordinates (JAX, float64, compiled
-once per shape), :class:`Tilt`, and Metropolis-adjusted Langevin steps of all neurons at once, :func:`_moved`, by the
-core's kernel (:mod:`renormpp.mcmc.langevin`) vectorized over the neurons."""
+r"""Neurons taken to (F1): the log tilt of (F1) in a Gaussian proposal's coordinates (:class:`Tilt`, JAX, float64,
+compiled once per shape); Metropolis-adjusted Langevin steps of all neurons at once by the core's kernel
+(:mod:`renormpp.mcmc.langevin`, :func:`_moved`); adaptive tempered sequential Monte Carlo (:func:`_tempered`); and
+the populations they give (:class:`Population`, :func:`_renewed`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable
 
@@ -11,6 +12,9 @@ import numpy as np
 
 from ...mcmc import base, langevin
 from ...network import get_activation, x64_context
+from ..single_neuron import features
+from .equations import _ess, _per_neuron, _resampled
+from .proposals import Proposal, _fitted
 
 
 @dataclass(frozen=True)
@@ -178,3 +182,108 @@ def _moved(start, tilt: Tilt, moves: int, rng, accept: float = 0.574, h: float =
             h = float(np.clip(h * np.exp(2 * (rates[-1] - accept)), 1e-4, 4.0))
         xi = np.concatenate([np.asarray(st.position) for st in chunks])
     return xi, tuple(rates), tuple(levels), h
+
+
+#: tempered SMC (:func:`_tempered`) for ``tempered=True``: Langevin steps at each stage and the effective sample size
+#: (share of the neurons) each stage keeps. On MNIST (0, 1), P = 200, alpha = 2 (4 000 neurons, the exact theory's
+#: field) 10 and 0.8 reached (F1) in 7 stages (70 steps): the specialists (88.6 of N1) and the mean log tilt then stay
+#: flat over 90 more steps, as after 14 stages of 10 at 0.95 (88.8); 4 stages of 5 at 0.5 left 63.9, still rising
+_STAGE_MOVES, _STAGE_ESS = 10, 0.8
+
+
+def _tempered(start, target: Tilt, rng, h: float = 0.5, moves: int = _STAGE_MOVES, ess: float = _STAGE_ESS,
+              max_stages: int = 200):
+    r"""Adaptive tempered sequential Monte Carlo (Del Moral, Doucet & Jasra, JRSS B 68, 411 (2006); the next power
+    by bisection on the weights' effective sample size, as BlackJAX's ``adaptive_tempered_smc``) from the exact draws
+    ``start`` (M, N0) of a unit Gaussian to :math:`\pi(\xi) \propto \mathcal N(\xi; 0, 1)\, e^{\ell(\xi)}`
+    (the :class:`~.langevin.Tilt` ``target``): through :math:`\pi_\beta \propto \mathcal N(\xi; 0, 1)\,
+    e^{\beta\ell(\xi)}`, each stage raising β as far as the incremental weights :math:`e^{\Delta\beta\,\ell}` keep
+    an effective sample size of ``ess`` M, drawing the neurons by these weights (:func:`_resampled`) and moving them
+    ``moves`` Langevin steps at the new β (:func:`_moved`, each leaving π_β invariant). A mode of π far from the
+    start that Langevin steps reach only over hundreds of steps (the specialists of (F1) on MNIST: docs/log/validity.md,
+    "Fresh populations") gets its weight from the reweighting, stage by stage, as long as some neurons lie in its
+    direction. Returns the coordinates, the acceptance of each step, the mean log π_β after each, the step reached
+    and the ladder of β."""
+    xi = start
+    ell, _ = target(xi)
+    beta, betas, rates, levels = 0.0, [0.0], [], []
+    while beta < 1.0:
+        if len(betas) > max_stages:
+            raise RuntimeError(f"tempered SMC did not reach the target in {max_stages} stages (beta = {beta:.3g}): "
+                               "the tilt is too strong for these neurons; raise neurons")
+        if _ess((1.0 - beta) * ell) >= ess * len(xi):
+            new = 1.0
+        else:  # bisection on the power: the largest step whose weights keep the effective sample size
+            lo, hi = beta, 1.0
+            for _ in range(50):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if _ess((mid - beta) * ell) >= ess * len(xi) else (lo, mid)
+            new = max(lo, beta + 1e-6)
+        xi = xi[_resampled((new - beta) * ell, rng)]
+        beta = new
+        betas.append(beta)
+
+        xi, r, lv, h = _moved(xi, target.at(beta), moves, rng, h=h)
+        rates, levels = rates + list(r), levels + list(lv)
+        ell, _ = target(xi)
+    return xi, tuple(rates), tuple(levels), h, tuple(betas)
+
+
+@dataclass(frozen=True, eq=False)
+class Population:
+    """M neurons moved by Markov chain Monte Carlo to (F1) at the field (``m``, ``Sigma``) (``proposal="mcmc"``):
+    ``moved`` are their coordinates under the Gaussian ``proposal`` (which :meth:`Proposal.draw` maps to weights),
+    ``acceptance`` the share of neurons that moved at each step, ``levels`` the mean log-density after each (it
+    levels off where the neurons have reached (F1)). As a law of the iteration's averages, prior over this
+    law is 1/tilt at its field (``c`` = lambda1 N1; ``X`` and ``activation`` give the features): (F1) at another field
+    reweights the neurons by the ratio of the two tilts."""
+
+    proposal: Proposal
+    moved: np.ndarray
+    m: np.ndarray
+    Sigma: np.ndarray
+    c: float
+    X: np.ndarray = field(repr=False)
+    activation: str = "erf"
+    acceptance: tuple = ()
+    levels: tuple = ()
+    step: float = 0.5
+
+    @property
+    def noise(self) -> np.ndarray:
+        return self.moved
+
+    def weights(self, lambda0) -> np.ndarray:
+        """The neurons' weights (M, N0)."""
+        return replace(self.proposal, noise=self.moved).draw(lambda0)[0]
+
+    def draw(self, lambda0):
+        """The neurons' weights (M, N0) and the log of prior over this law at each (up to a constant)."""
+        w = self.weights(lambda0)
+        return w, -_per_neuron(features(w, self.X, self.activation).T, self.m, self.Sigma, self.c)[2]
+
+    def at(self, m, Sigma, c) -> bool:
+        """Whether these neurons were moved to (F1) of the field (``m``, ``Sigma``) at ``c`` = lambda1 N1 (then
+        their weights as a law of that (F1) are all 1)."""
+        return c == self.c and np.array_equal(m, self.m) and np.array_equal(Sigma, self.Sigma)
+
+
+def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fresh: bool = True,
+             tempered: bool = False, X, activation, lambda0, c):
+    """A population at (F1) of the field (m, Sigma) from the Gaussian proposal ``gauss``: the proposal fitted at the
+    field (:func:`_fitted`), its neurons (``fresh``: new standard normals from ``rng``, independent of every earlier
+    population) drawn by their weights, then moved ``moves`` Langevin steps (:func:`_moved`, from the step ``h``);
+    ``tempered``: instead, new standard normals under the fitted proposal taken to (F1) by tempered sequential Monte
+    Carlo (:func:`_tempered`, :data:`_STAGE_MOVES` steps a stage). Returns (the fitted proposal, the coordinates, the
+    acceptances, the levels, the step reached)."""
+    if fresh or tempered:
+        gauss = replace(gauss, noise=rng.standard_normal(gauss.noise.shape))
+    gauss, _, s, log_ratio = _fitted(gauss, m, Sigma, X=X, activation=activation, lambda0=lambda0, c=c)
+    if tempered:  # the fit saw these normals: the tempering starts from new ones, exact draws of the proposal
+        xi, rates, levels, h, _ = _tempered(rng.standard_normal(gauss.noise.shape),
+                                            target.at(gauss, m, Sigma), rng, h=h, moves=_STAGE_MOVES,
+                                            ess=_STAGE_ESS)
+        return gauss, xi, rates, levels, h
+    start = gauss.noise[_resampled(_per_neuron(s, m, Sigma, c)[2] + log_ratio, rng)]
+    xi, rates, levels, h = _moved(start, target.at(gauss, m, Sigma), moves, rng, h=h)
+    return gauss, xi, rates, levels, h
