@@ -36,7 +36,7 @@ import numpy as np
 
 from . import kernels, models, theory
 from ._checks import positive_int
-from .network import conv_hidden, get_activation, hidden, layer_sites
+from .network import ODD_ACTIVATIONS, conv_hidden, get_activation, hidden, layer_sites
 from .patches import Patches
 
 
@@ -75,9 +75,9 @@ def _fc_options(depth: Annotated[int, "hidden layers, each of width N1 (renormpp
                                       "activations)"] = 1, *, activation="erf") -> None:
     positive_int("depth", depth, "number of hidden layers")
     if depth > 1 and not get_activation(activation).odd:
-        raise ValueError(f"model.depth = {depth} needs an odd activation (erf, tanh or linear): the theory of deep "
-                         f"networks is derived for odd activations, and {get_activation(activation).name!r} is not "
-                         "odd. Use depth = 1 for a non-odd activation")
+        raise ValueError(f"model.depth = {depth} needs an odd activation ({', '.join(ODD_ACTIVATIONS)}): the theory "
+                         f"of deep networks is derived for odd activations, and {get_activation(activation).name!r} is "
+                         "not odd. Use depth = 1 for a non-odd activation")
 
 
 def _fc_model_kwargs(*, N1, T, lambda0, lambda1, activation, integrate_v, depth: int = 1) -> dict:
@@ -114,8 +114,9 @@ def _conv_options(image_shape: Annotated[Union[int, str], "the side s of the squ
     Patches(image_shape, patch)
     act = get_activation(activation)
     if not act.odd:
-        raise ValueError(f"the convolutional network's theory is derived for odd activations (erf, tanh or linear), "
-                         f"and {act.name!r} is not odd: choose an odd activation for model.architecture = 'conv'")
+        raise ValueError(f"the convolutional network's theory is derived for odd activations "
+                         f"({', '.join(ODD_ACTIVATIONS)}), and {act.name!r} is not odd: choose an odd activation for "
+                         "model.architecture = 'conv'")
 
 
 def _conv_inputs(N0, *, image_shape, patch) -> None:

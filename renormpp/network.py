@@ -41,6 +41,7 @@ from typing import Callable, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import erf as _erf
 
 from .patches import Patches
 
@@ -126,7 +127,8 @@ class Activation:
     r"""One activation: its name, JAX function, NNGP kernel map, mean and parity.
 
     ``kappa(c11, c22, c12)`` is the closed-form kernel map on float64 numpy arrays, or None: then
-    :meth:`kernel_map` integrates ``np_fn`` (or ``fn`` in float64) by Gauss-Hermite quadrature. ``mean_fn(c)``
+    :meth:`kernel_map` integrates ``np_fn`` (or ``fn`` in float64) by Gauss-Hermite quadrature. ``np_fn`` is the
+    activation on numpy arrays (:meth:`numpy`), or None: then ``fn`` runs in float64. ``mean_fn(c)``
     is the closed form of :math:`\mathbb E[\sigma(h)]`, :math:`h \sim \mathcal N(0, c)` (zero for odd
     activations), or None: then :meth:`mean` integrates by quadrature.
     """
@@ -157,9 +159,12 @@ class Activation:
         if self.mean_fn is not None:
             return self.mean_fn(c)
         z, wts = np.polynomial.hermite_e.hermegauss(order)
+        return self.numpy(np.sqrt(c)[..., None] * z) @ (wts / wts.sum())
+
+    def numpy(self, h) -> np.ndarray:
+        r""":math:`\sigma(h)` elementwise on a numpy array, as float64 numpy: ``np_fn``, or ``fn`` in local float64."""
         with x64_context():
-            values = np.asarray((self.np_fn or self.fn)(np.sqrt(c)[..., None] * z), dtype=np.float64)
-        return values @ (wts / wts.sum())
+            return np.asarray((self.np_fn or self.fn)(h), dtype=np.float64)
 
     def __call__(self, h):
         return self.fn(h)
@@ -167,11 +172,16 @@ class Activation:
 
 #: The named activations. Adding one is one entry here (give ``kappa`` if the kernel map has a closed form).
 ACTIVATIONS: dict[str, Activation] = {a.name: a for a in (
-    Activation("erf", jax.scipy.special.erf, odd=True, kappa=_kappa_erf),
-    Activation("relu", jax.nn.relu, odd=False, kappa=_kappa_relu, mean_fn=lambda c: np.sqrt(c / (2.0 * np.pi))),
+    Activation("erf", jax.scipy.special.erf, odd=True, kappa=_kappa_erf, np_fn=_erf),
+    Activation("relu", jax.nn.relu, odd=False, kappa=_kappa_relu, np_fn=lambda h: np.maximum(h, 0.0),
+               mean_fn=lambda c: np.sqrt(c / (2.0 * np.pi))),
     Activation("linear", lambda h: h, odd=True, kappa=_kappa_linear),
     Activation("tanh", jnp.tanh, odd=True, np_fn=np.tanh),
 )}
+
+#: The names of the odd activations of :data:`ACTIVATIONS`, in its order: those the paper's effective action
+#: (Eq. (1)) holds for, read off each record's ``odd``.
+ODD_ACTIVATIONS: tuple[str, ...] = tuple(name for name, a in ACTIVATIONS.items() if a.odd)
 
 ActivationLike = Union[str, Callable, Activation]
 
@@ -275,6 +285,39 @@ def hidden(params: dict, X, activation: ActivationLike = "erf"):
             h = h + params[b_name]
         h = act(h)
     return h
+
+
+# ---- the readout given the features ---------------------------------------------------------------------------
+def readout_given_features(phi, Y, *, T, lambda1, inverse_factor=None):
+    r"""The Gaussian of the readout v given the hidden weights, from the features ``phi`` (..., P, n) the readout sees
+    and the labels ``Y`` (P, D), in the :math:`n\times n` Gram matrix: ``(A, L_inv, V)``.
+
+    The network :math:`f = v\,\phi/\sqrt n` with :math:`v \sim \mathcal N(0, 1/\lambda_1)` and noise T is, given the
+    hidden weights, a Bayesian linear regression on the features. With :math:`A = \Phi/\sqrt{\lambda_1 n}` (P, n),
+    :math:`G = A^\top A + T\,\mathbb 1_n` and :math:`L^{-1}` the inverse of G's lower Cholesky factor
+    (:math:`G^{-1} = L^{-\top}L^{-1}`), for each output a
+
+    .. math::
+        \sqrt{\lambda_1}\,\mathbb E[v_a\mid w] = V_{:a},\quad V = G^{-1}A^\top Y,\qquad
+        \lambda_1\,{\rm Cov}(v_a\mid w) = T\,G^{-1},\qquad
+        C^{-1} = \big(\mathbb 1_P - A\,G^{-1}A^\top\big)/T,
+
+    the last the inverse of :math:`C = AA^\top + T\,\mathbb 1_P` (push-through; C is the data-space form of
+    :mod:`renormpp.readout`). Each neuron's readout energy :math:`\mathbb E[\|v_i\|^2\mid w] = (\|V_i\|^2 +
+    D\,T\,(G^{-1})_{ii})/\lambda_1` (:mod:`renormpp.mcstats.specialists`), the readout overlap and the predictions
+    (:func:`renormpp.readout.weight_space_observables`) and the oracle tilt (:mod:`renormpp.theory.single_neuron`)
+    follow from these three.
+
+    ``phi`` is a numpy array (leading axes: a stack of draws) or a JAX array; ``inverse_factor(G)`` gives
+    :math:`L^{-1}` (default: the inverse of ``linalg.cholesky(G)`` of numpy or JAX, as ``phi`` is).
+    """
+    xp = np if isinstance(phi, np.ndarray) else jnp
+    n = phi.shape[-1]
+    A = phi / xp.sqrt(lambda1 * n)
+    At = xp.swapaxes(A, -1, -2)
+    G = At @ A + T * xp.eye(n, dtype=A.dtype)
+    L_inv = inverse_factor(G) if inverse_factor is not None else xp.linalg.inv(xp.linalg.cholesky(G))
+    return A, L_inv, xp.swapaxes(L_inv, -1, -2) @ (L_inv @ (At @ Y))
 
 
 def conv_geometry(N0: int, patch_pixels: int):

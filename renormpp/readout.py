@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import data_pair, positive_int
-from .network import ActivationLike, check_input_width, hidden
+from .network import ActivationLike, check_input_width, hidden, readout_given_features
 from .precision import full_precision
 
 
@@ -312,7 +312,8 @@ def weight_space_observables(phi, phi_test, Y, Y_test, *, T: float, lambda1: flo
     :math:`O(P^2n + P^2P_0 + P^3)`.
 
     With :math:`A = \Phi/\sqrt{\lambda_1 n}`, :math:`G = A^\top A + T\,\mathbb 1_n` and
-    :math:`V = G^{-1}A^\top Y = A^\top C^{-1}Y` (push-through), :math:`A^\top C^{-1}A = \mathbb 1 - T G^{-1}`, so
+    :math:`V = G^{-1}A^\top Y = A^\top C^{-1}Y` (push-through; :func:`renormpp.network.readout_given_features`),
+    :math:`A^\top C^{-1}A = \mathbb 1 - T G^{-1}`, so
 
     .. math::
         E[f(x_0)|w] = a_0^\top V,\qquad {\rm Var}(f(x_0)|w) = T\,a_0^\top G^{-1}a_0,\qquad
@@ -325,9 +326,9 @@ def weight_space_observables(phi, phi_test, Y, Y_test, *, T: float, lambda1: flo
     32 chains on an H100).
     """
     P, n = phi.shape
-    A, A0 = phi / jnp.sqrt(lambda1 * n), phi_test / jnp.sqrt(lambda1 * n)
-    L_inv, _ = cholesky_inverse(A.T @ A + T * jnp.eye(n, dtype=A.dtype))
-    V = L_inv.T @ (L_inv @ (A.T @ Y))
+    A, L_inv, V = readout_given_features(jnp.asarray(phi), Y, T=T, lambda1=lambda1,
+                                         inverse_factor=lambda G: cholesky_inverse(G)[0])
+    A0 = phi_test / jnp.sqrt(lambda1 * n)
     half = L_inv @ A0.T
     D = Y.shape[-1]
     overlap = (V.T @ V + T * jnp.sum(L_inv**2) * jnp.eye(D, dtype=A.dtype)) / (lambda1 * n)

@@ -17,7 +17,7 @@ ALLOWED = {
     "patches": {"_checks"},
     "network": {"patches"},
     "datasets": {"_checks"},
-    "mcstats": {"mcmc"},
+    "mcstats": {"mcmc", "network"},
     "kernels": {"_checks", "network"},
     "readout": {"_checks", "network", "precision"},
     "observables": {"_checks", "network"},

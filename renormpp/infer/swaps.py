@@ -43,6 +43,7 @@ from numpyro.util import is_prng_key
 
 from .._checks import matrix, positive_int
 from ..mcmc import metrics
+from ..mcstats.specialists import label_contrasts
 from ..precision import full_precision
 from .wrapper import ReadsThrough, Wrapper
 
@@ -55,7 +56,9 @@ MOMENTUM = ("refresh", "keep")
 
 def class_contrasts(X, Y) -> np.ndarray:
     r"""The normalized class-contrast templates :math:`\pm(\bar x_p - \bar x_q)/\lVert \bar x_p - \bar x_q \rVert`
-    for every pair of classes p < q, both signs: the default state directions of :class:`StateSwaps`.
+    for every pair of classes p < q, both signs: the default state directions of :class:`StateSwaps`
+    (:func:`renormpp.mcstats.specialists.label_contrasts` with ``pairs=True``; the specialist theory's templates are
+    its ``pairs=False``, the centred class means).
 
     Parameters
     ----------
@@ -79,19 +82,9 @@ def class_contrasts(X, Y) -> np.ndarray:
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have the same number of rows P; got {X.shape[0]} and {Y.shape[0]}")
     labels = np.argmax(Y, axis=1)
-    present = np.unique(labels)
-    if len(present) < 2:
+    if len(np.unique(labels)) < 2:
         raise ValueError("class_contrasts needs inputs of at least two classes (Y's argmax); give one-hot labels")
-    means = {k: X[labels == k].mean(axis=0) for k in present}
-    out = []
-    for i, p in enumerate(present):
-        for q in present[i + 1:]:
-            d = means[p] - means[q]
-            norm = np.linalg.norm(d)
-            if norm == 0:
-                raise ValueError(f"classes {p} and {q} have the same mean input: no contrast direction")
-            out += [d / norm, -d / norm]
-    return np.stack(out)
+    return label_contrasts(X, labels, pairs=True)
 
 
 def reflection_normals(directions) -> np.ndarray:

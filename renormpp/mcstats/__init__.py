@@ -1,7 +1,9 @@
-r"""The statistics of Monte Carlo series, with numpy, scipy and ArviZ only (no theory, no model): the error of the
+r"""The statistics of Monte Carlo series, with numpy, scipy and ArviZ (no theory, no model): the error of the
 mean (:mod:`~renormpp.mcstats.errors`), the equilibrium tests (:mod:`~renormpp.mcstats.equilibrium`) and the
-sampler's health (:mod:`~renormpp.mcstats.health`). They sit below :mod:`renormpp.infer` (its adaptive warmup asks
-:func:`relaxation`), and :mod:`renormpp.diagnostics` re-exports them (``rp.diagnostics.gamma_method``, ...) beside
+sampler's health (:mod:`~renormpp.mcstats.health`); the specialist neurons of sampled networks
+(:mod:`~renormpp.mcstats.specialists`, with the network's activation table and readout given the features from
+:mod:`renormpp.network`, and the label-contrast directions). They sit below :mod:`renormpp.infer` (its adaptive
+warmup asks :func:`relaxation`), and :mod:`renormpp.diagnostics` re-exports them (``rp.diagnostics.gamma_method``, ...) beside
 the comparison with the theory.
 """
 from .equilibrium import (DRIFT_Z, FALSE_ALARM, RHAT_MAX, ChainSpread, Drift, Relaxation, chain_spread, converged,

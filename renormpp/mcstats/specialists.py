@@ -7,7 +7,8 @@ the first layer w, a Gaussian readout. With the features :math:`s_i = \sigma(X w
 .. math:: G = A^\top A + T\,1_{N_1},\qquad \mathbb E[v\mid w] = G^{-1}A^\top Y/\sqrt{\lambda_1},\qquad
           \operatorname{Cov}[v_{:,a}\mid w] = T\,G^{-1}/\lambda_1 \ \text{(each output a)},  \tag{1}
 
-(the push-through form, N1 x N1), each neuron's **readout energy** is its conditional second moment
+(the push-through form, N1 x N1: :func:`renormpp.network.readout_given_features`), each neuron's **readout energy**
+is its conditional second moment
 
 .. math:: e_i = \mathbb E[\|v_i\|^2 \mid w] = \big(\|(G^{-1}A^\top Y)_i\|^2 + D\,T\,(G^{-1})_{ii}\big)/\lambda_1. \tag{2}
 
@@ -32,14 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import erf
+
+from ..network import get_activation, readout_given_features
 
 #: the default score (7) above which a neuron is a specialist (:func:`specialists`); it sits in the gap between the
 #: bulk (scores below about 5) and the specialists (about 10 and more) of the sampled MNIST networks
 SPECIALIST_THRESHOLD = 7.0
-
-#: the activations that :func:`specialists` knows by name (numpy functions)
-ACTIVATIONS = {"erf": erf, "tanh": np.tanh, "relu": lambda h: np.maximum(h, 0.0), "linear": lambda h: h}
 
 #: the number of largest scores per draw that :attr:`Specialists.top_scores` averages
 TOP = 5
@@ -99,13 +98,44 @@ def _label_basis(Y: np.ndarray) -> np.ndarray:
     return U[:, :rank]
 
 
-def _activation(activation):
-    if callable(activation):
-        return activation
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; give one of {sorted(ACTIVATIONS)} or an elementwise "
-                         "numpy function")
-    return ACTIVATIONS[activation]
+def label_contrasts(X, labels, *, pairs: bool = True) -> np.ndarray:
+    r"""The label-contrast directions in input space: unit vectors (rows) from the class means :math:`\bar x_c` of
+    the inputs ``X`` (P, N0) over the classes present in ``labels`` (P,), in ascending order, the directions along which
+    a specialist neuron's weights lie.
+
+    * ``pairs=True``: :math:`\pm(\bar x_p - \bar x_q)/\lVert \bar x_p - \bar x_q \rVert` for every pair p < q,
+      both signs, (C (C - 1), N0) for C classes: the pair (p, q) at rows 2k (+) and 2k + 1 (-), pairs in
+      lexicographic order. The state directions of :class:`renormpp.infer.StateSwaps`
+      (:func:`renormpp.infer.class_contrasts`).
+    * ``pairs=False``: each class mean less the mean of the class means,
+      :math:`(\bar x_c - \frac1C\sum_{c'}\bar x_{c'})/\lVert\cdot\rVert`, (C, N0): the centred templates the
+      specialist theory starts chains on (:mod:`renormpp.theory.specialists`).
+
+    A ValueError for fewer than two classes, or a direction of zero length (two classes with the same mean input).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    present = np.unique(labels)
+    if len(present) < 2:
+        raise ValueError(f"label contrasts need inputs of at least two classes; got {len(present)}")
+    means = {k: X[labels == k].mean(axis=0) for k in present}
+    if pairs:
+        out = []
+        for i, p in enumerate(present):
+            for q in present[i + 1:]:
+                d = means[p] - means[q]
+                norm = np.linalg.norm(d)
+                if norm == 0:
+                    raise ValueError(f"classes {p} and {q} have the same mean input: no contrast direction")
+                out += [d / norm, -d / norm]
+        return np.stack(out)
+    centred = np.stack([means[k] for k in present])
+    centred = centred - centred.mean(axis=0)
+    norm = np.linalg.norm(centred, axis=1, keepdims=True)
+    if np.any(norm == 0):
+        raise ValueError(f"class {present[int(np.argmin(norm))]}'s mean input is the mean of the class means: no "
+                         "contrast direction")
+    return centred / norm
 
 
 def _check(w, X, Y, T, lambda1, threshold):
@@ -136,11 +166,8 @@ def _per_draw(w, X, Y, basis, T, lambda1, sigma):
     """Energy (2) and alignment (3) of a stack of draws w (n, N1, N0): two arrays (n, N1)."""
     n, N1, N0 = w.shape
     s = sigma(np.einsum("pk,nik->npi", X, w) / np.sqrt(N0))  # (n, P, N1)
-    A = s / np.sqrt(lambda1 * N1)
-    G = np.einsum("npi,npj->nij", A, A) + T * np.eye(N1)
-    Ginv = np.linalg.inv(G)
-    V = Ginv @ np.einsum("npi,pd->nid", A, Y)  # (n, N1, D) = sqrt(lambda1) E[v | w]
-    energy = (np.sum(V**2, axis=-1) + Y.shape[1] * T * np.einsum("nii->ni", Ginv)) / lambda1
+    _, L_inv, V = readout_given_features(s, Y, T=T, lambda1=lambda1)  # V (n, N1, D) = sqrt(lambda1) E[v | w]
+    energy = (np.sum(V**2, axis=-1) + Y.shape[1] * T * np.sum(L_inv**2, axis=-2)) / lambda1  # (G^-1)_ii
     sc = s - s.mean(axis=1, keepdims=True)
     norm2 = np.sum(sc**2, axis=1)
     proj2 = np.sum(np.einsum("pr,npi->nri", basis, sc) ** 2, axis=1)
@@ -164,8 +191,9 @@ def specialists(w, X, Y, *, T: float, lambda1: float = 1.0, activation="erf",
         The temperature of the posterior.
     lambda1 : float, default 1.0
         The readout's prior precision.
-    activation : {"erf", "tanh", "relu", "linear"} or callable, default "erf"
-        The activation sigma (a callable acts elementwise on numpy arrays).
+    activation : str, callable or Activation, default "erf"
+        The activation sigma: a name of :data:`renormpp.network.ACTIVATIONS` (its record's numpy form,
+        :meth:`renormpp.network.Activation.numpy`), or an elementwise function of numpy arrays.
     threshold : float, default :data:`SPECIALIST_THRESHOLD`
         A neuron whose score exceeds it is a specialist.
     batch : int, default 16
@@ -184,7 +212,7 @@ def specialists(w, X, Y, *, T: float, lambda1: float = 1.0, activation="erf",
         Shapes that disagree, NaN or inf entries, a non-positive T, lambda1 or threshold, an unknown activation.
     """
     w, X, Y = _check(w, X, Y, T, lambda1, threshold)
-    sigma = _activation(activation)
+    sigma = get_activation(activation).numpy
     C, n, N1, N0 = w.shape
     flat = w.reshape(C * n, N1, N0)
     basis = _label_basis(Y)
@@ -209,4 +237,4 @@ def specialists(w, X, Y, *, T: float, lambda1: float = 1.0, activation="erf",
                        top_scores=top_scores, specialist_share=specialist_share, persistence=persistence)
 
 
-__all__ = ["SPECIALIST_THRESHOLD", "Specialists", "specialists"]
+__all__ = ["SPECIALIST_THRESHOLD", "Specialists", "label_contrasts", "specialists"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -198,48 +199,71 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
     return Q, maxiter
 
 
-def _tril_to_Q(theta: np.ndarray, D: int):
-    """Q = L L^T with L lower triangular and log-parametrized diagonal (always SPD)."""
-    L = np.zeros((D, D))
-    L[np.tril_indices(D)] = theta
-    d = np.diag_indices(D)
-    L[d] = np.exp(L[d])
-    return L @ L.T, L
+class CholeskyMinimum(NamedTuple):
+    """The result of :func:`minimize_cholesky`: ``Q`` = L L^T at L-BFGS's last iterate (symmetrized), its iterations
+    ``n_iter``, and ``reason``: "" where L-BFGS-B reports convergence, otherwise its message (why it stopped)."""
+
+    Q: np.ndarray
+    n_iter: int
+    reason: str
 
 
-def _Q_to_tril(Q: np.ndarray) -> np.ndarray:
-    L = np.linalg.cholesky(Q)
-    d = np.diag_indices(Q.shape[0])
-    L[d] = np.log(L[d])
-    return L[np.tril_indices(Q.shape[0])]
+def minimize_cholesky(terms: Callable, Q0, *, gtol: float, maxiter: int, maxcor: int = 30,
+                      log_diagonal: bool = True) -> CholeskyMinimum:
+    r"""Minimize an action S(Q) over symmetric positive definite Q by L-BFGS-B on a Cholesky factor,
+    :math:`Q = L L^\top` with L lower triangular, from ``Q0``: the minimizer of the saddle points of the fully
+    connected action (paper Eq. (1), Eq. (D1) at depth L), of the convolutional one ((C4) of
+    :mod:`renormpp.theory.conv`) and of the specialists' bulk ((SP2) of :mod:`renormpp.theory.specialists`).
+
+    The variables are the entries of L on and below the diagonal; for a symmetric gradient :math:`G = \partial S/
+    \partial Q` the chain rule gives :math:`\partial S/\partial L = 2\,G L`. With ``log_diagonal`` the diagonal of
+    L is :math:`e^{\theta}` (its gradient times :math:`L_{ii}`), so every iterate is positive definite; without it
+    (the specialists' parametrization) a singular L is left to ``terms`` to refuse.
+
+    ``terms(Q) -> (S, G)`` gives the action and its symmetric gradient, ``(inf, None)`` where Q is off the action's
+    domain (L-BFGS-B then backtracks). ``gtol`` is L-BFGS-B's own tolerance on the largest component of the gradient
+    in L (not the Frobenius norm of G), ``maxiter`` and ``maxcor`` its iterations and stored corrections; ``ftol`` is
+    1e-15, so that the gradient decides.
+    """
+    D = Q0.shape[0]
+    tri, diag = np.tril_indices(D), np.diag_indices(D)
+
+    def factor(theta):
+        L = np.zeros((D, D))
+        L[tri] = theta
+        if log_diagonal:
+            L[diag] = np.exp(L[diag])
+        return L
+
+    def fun(theta):
+        L = factor(theta)
+        S, G = terms(L @ L.T)
+        if G is None or not np.isfinite(S):
+            return np.inf, np.zeros_like(theta)
+        dL = 2.0 * G @ L  # dS/dL for symmetric G
+        if log_diagonal:
+            dL[diag] *= L[diag]  # chain rule through the log-diagonal
+        return S, dL[tri]
+
+    L0 = np.linalg.cholesky(_sym(np.asarray(Q0, dtype=np.float64)))
+    if log_diagonal:
+        L0[diag] = np.log(L0[diag])
+    res = scipy.optimize.minimize(fun, L0[tri], jac=True, method="L-BFGS-B",
+                                  options=dict(maxiter=maxiter, maxcor=maxcor, ftol=1e-15, gtol=gtol))
+    L = factor(res.x)
+    return CholeskyMinimum(_sym(L @ L.T), int(res.nit), "" if res.success else str(res.message))
 
 
 def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
     """Newton from Q0; where that stalls (far from the minimum the Hessian may be indefinite),
-    L-BFGS on a Cholesky factor (always SPD), then Newton again to polish to ``gtol``."""
+    L-BFGS on a Cholesky factor (:func:`minimize_cholesky`, always SPD), then Newton again to polish to ``gtol``."""
     Q, n_iter = _newton(Q0, spec, N1, T, lambda1, gtol, maxiter=min(maxiter, 30), depth=depth)
     if np.linalg.norm(_terms(Q, spec, N1, T, lambda1, depth=depth)[1]) <= gtol:
         return Q, n_iter
-    D = Q0.shape[0]
-    tri = np.tril_indices(D)
-    diag = np.diag_indices(D)
-
-    def fun(theta):
-        Q, L = _tril_to_Q(theta, D)
-        S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
-        if G is None or not np.isfinite(S):
-            return np.inf, np.zeros_like(theta)
-        dL = 2.0 * G @ L  # dS/dL for symmetric G
-        dL[diag] *= L[diag]  # chain rule through the log-diagonal
-        return S, dL[tri]
-
-    res = scipy.optimize.minimize(
-        fun, _Q_to_tril(Q), jac=True, method="L-BFGS-B",
-        options=dict(maxiter=max(maxiter - n_iter, 1), maxcor=30, ftol=1e-15, gtol=gtol * 1e-2),
-    )
-    n_iter += int(res.nit)
-    Q, _ = _tril_to_Q(res.x, D)
-    Q, n_newton = _newton(_sym(Q), spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0), depth=depth)
+    lbfgs = minimize_cholesky(lambda Q: _terms(Q, spec, N1, T, lambda1, depth=depth), Q,
+                              gtol=gtol * 1e-2, maxiter=max(maxiter - n_iter, 1))
+    n_iter += lbfgs.n_iter
+    Q, n_newton = _newton(lbfgs.Q, spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0), depth=depth)
     return Q, n_iter + n_newton
 
 

@@ -94,11 +94,11 @@ import scipy.linalg
 
 from .. import kernels
 from .._checks import data_pair, matrix, positive as _positive, positive_int
-from ..network import get_activation
+from ..network import ODD_ACTIVATIONS, get_activation
 from . import hidden
-from .action import ConvergenceWarning, Spectrum, moments
+from .action import ConvergenceWarning, Spectrum
 from .fit import _solve_spectrum
-from .prediction import FitShape, Prediction
+from .prediction import FitShape, Prediction, predict_in_batches, renormalized_moments
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,8 +273,9 @@ def matched_kernel(kap, G) -> np.ndarray:
     return 0.5 * (Keff + Keff.T)
 
 
-#: The activations the adaptive theory covers: odd ones whose tilted kernel it computes (module docstring).
-ACTIVATIONS = ("erf", "linear", "tanh")
+#: The activations the adaptive theory covers: the odd ones of :data:`renormpp.network.ACTIVATIONS`, whose tilted
+#: kernel it computes (:func:`kernel_parts`: closed forms for erf and linear, quadrature of the kernel map for others).
+ACTIVATIONS = ODD_ACTIVATIONS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -352,14 +353,9 @@ class AdaptiveFit(FitShape):
 
     def predict(self, X0, batch_size: int = 4096) -> Prediction:
         """Predictive mean (P0, D) and covariance (P0, D, D): the renormalized GP with kernel Q (x) K_eff/lambda1."""
-        X0 = matrix(X0, "X0", "P0", "N0 features")
-        means, covs = [], []
-        for lo in range(0, X0.shape[0], batch_size):
-            kappa, k00 = self.test_kernel(X0[lo:lo + batch_size])
-            mean, s, U = moments(self.spectrum, self.Q, self.T, self.lambda1, kappa, k00)
-            means.append(mean)
-            covs.append(np.einsum("ia,pa,ja->pij", U, s, U))
-        return Prediction(mean=np.concatenate(means), cov=np.concatenate(covs))
+        return predict_in_batches(
+            lambda X: renormalized_moments(self.spectrum, self.Q, self.T, self.lambda1, *self.test_kernel(X)),
+            matrix(X0, "X0", "P0", "N0 features"), batch_size)
 
     def kernel_ratios(self, n: int = 10, K_post=None) -> np.ndarray:
         r""":math:`r_k = u_k^\top K_{\rm post} u_k / k_k` on the top ``n`` eigendirections u_k of the NNGP K (largest
@@ -387,7 +383,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
           order: int = 64, tilt: str = "cavity") -> AdaptiveFit:
     r"""The adaptive-kernel theory (module docstring, Eqs. (A1)-(A5)) on data (X, Y).
 
-    One hidden layer, odd activations: erf, tanh, linear.
+    One hidden layer, odd activations (:data:`ACTIVATIONS`).
 
     Parameters
     ----------
@@ -417,8 +413,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
         raise ValueError(f"tilt must be 'cavity' (Eq. (A6)) or 'linear' (Eq. (A1)); got {tilt!r}")
     act = get_activation(activation)
     if not act.odd or act.name not in ACTIVATIONS:
-        raise ValueError(f"the adaptive theory holds for the odd activations 'erf', 'tanh' and 'linear' (its "
-                         f"action has no mean feature); got {act.name!r}")
+        raise ValueError(f"the adaptive theory holds for the odd activations {', '.join(map(repr, ACTIVATIONS))} "
+                         f"(its action has no mean feature); got {act.name!r}")
     X, Y = data_pair(X, Y)
     N1 = _positive("N1", N1, "hidden-layer width")
     T = _positive("T", T, "temperature")

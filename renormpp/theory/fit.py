@@ -13,7 +13,7 @@ from ..network import ActivationLike, get_activation
 from . import conv as conv_theory, nonodd
 from .action import Spectrum, _terms
 from .methods import SpectralProblem, check_applies, get_method, reason_of
-from .prediction import FitShape, Prediction
+from .prediction import FitShape, Prediction, predict_in_batches
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,10 +176,7 @@ class TheoryFit(FitShape):
         Prediction
             ``mean`` (P0, D) and ``cov`` (P0, D, D) of the network outputs, without the observation noise T.
         """
-        X0 = self._test_inputs(X0)
-        parts = [self._moments(X0[lo:lo + batch_size]) for lo in range(0, X0.shape[0], batch_size)]
-        return Prediction(mean=np.concatenate([part[0] for part in parts]),
-                          cov=np.concatenate([part[1] for part in parts]))
+        return predict_in_batches(self._moments, self._test_inputs(X0), batch_size)
 
     def _moments(self, X0):
         """(mean, cov) at a batch of test points, by this fit's method (its record's ``moments``)."""

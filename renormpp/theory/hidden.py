@@ -40,8 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import data_pair
-from .action import Spectrum, moments
+from .action import Spectrum
 from .methods import BASELINE, SpectralProblem, get_method
+from .prediction import renormalized_moments
 
 
 def _check_covered(fit) -> None:
@@ -188,6 +189,6 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     if K_cross.shape[1] != K.shape[0] or k_test.shape != (K_cross.shape[0],):
         raise ValueError(f"K_cross must be (P, P0) = ({K.shape[0]}, P0) and k_test (P0,); got {K_cross.T.shape} and "
                          f"{k_test.shape}")
-    mean, s, _ = moments(spec, Q, T, lambda1, spec.V.T @ K_cross.T, k_test)
-    var = s.sum(axis=1)
+    mean, cov = renormalized_moments(spec, Q, T, lambda1, spec.V.T @ K_cross.T, k_test)
+    var = np.einsum("pdd->p", cov)
     return KernelTheory(**out, mean=mean, var=var, eps_g=float(np.mean(np.sum((Y_test - mean) ** 2, axis=1) + var)))

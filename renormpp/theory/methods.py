@@ -28,9 +28,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import kernels
-from ..network import ACTIVATIONS, Activation, get_activation
+from ..network import ACTIVATIONS, ODD_ACTIVATIONS, Activation, get_activation
 from . import corrected, lowrank, nonodd
-from .action import ConvergenceWarning, Spectrum, _minimize, _terms, moments
+from .action import ConvergenceWarning, Spectrum, _minimize, _terms
+from .prediction import renormalized_moments
 
 
 # ---- what a method's solve sees ----------------------------------------------------------------------------------
@@ -97,8 +98,7 @@ def _renormalized_moments(fit, X0):
         m0 = kernels.nngp_mean(X0, lambda0=fit.lambda0, activation=fit.activation)
         return lowrank.moments(nonodd.system(fit.spectrum, fit.mean_t, fit.Q, fit.Q_mean, fit.T, fit.lambda1),
                                *nonodd.test_terms(fit.Q, fit.Q_mean, fit.lambda1, kappa, k00, m0))
-    mean, s, U = moments(fit.spectrum, fit.Q, fit.T, fit.lambda1, kappa, k00)
-    return mean, np.einsum("ia,pa,ja->pij", U, s, U)
+    return renormalized_moments(fit.spectrum, fit.Q, fit.T, fit.lambda1, kappa, k00)
 
 
 def _corrected_moments(fit, X0):
@@ -305,7 +305,7 @@ def check_applies(method: str, activation, depth: int = 1) -> Method:
     if not reason:
         return record
     if depth > 1:
-        odd = [a for a in ACTIVATIONS.values() if a.odd]
+        odd = [ACTIVATIONS[name] for name in ODD_ACTIVATIONS]
         deep = [m for m, r in METHODS.items() if not any(r.restriction(a, depth) for a in odd)]
         raise ValueError(
             f"method={method!r} with activation={act.name!r} does not hold at depth={depth}: {reason}; depth={depth} "

@@ -1,7 +1,10 @@
-"""What every fit of the theory predicts, whatever its method or architecture: the Gaussian :class:`Prediction` of
+r"""What every fit of the theory predicts, whatever its method or architecture: the Gaussian :class:`Prediction` of
 the outputs at test points, and :class:`FitShape`, the sizes of a fit (P, D, alpha) with the generalization error
 and the predictive distribution computed from its ``predict`` (:class:`renormpp.theory.TheoryFit`,
-:class:`renormpp.theory.conv.ConvFit`, :class:`renormpp.theory.adaptive.AdaptiveFit`)."""
+:class:`renormpp.theory.conv.ConvFit`, :class:`renormpp.theory.adaptive.AdaptiveFit`); the Gaussian process with the
+renormalized kernel :math:`Q\otimes K/\lambda_1` (:func:`renormalized_moments`), whatever K is (the NNGP kernel, the
+adaptive theory's :math:`K_{\rm eff}`, a measured kernel), and the loop over batches of test points
+(:func:`predict_in_batches`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import data_pair, matrix
+from .action import Spectrum, moments
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,24 @@ class Prediction:
     def cov_eigvals(self) -> np.ndarray:
         """Eigenvalues of each covariance, (P0, D), clipped at 0 against round-off."""
         return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
+
+
+def renormalized_moments(spec: Spectrum, Q, T: float, lambda1: float, kappa, k00):
+    r"""``(mean, cov)`` at test points of the Gaussian process with the renormalized kernel :math:`Q\otimes K/\lambda_1`
+    (supplement, eq:SM_bias and eq:SM_var): the mean :math:`\Gamma` (P0, D) and the covariance :math:`\Sigma`
+    (P0, D, D), without the observation noise T, from the eigendecomposition ``spec`` of the train kernel K, the
+    train-test kernel in its eigenbasis ``kappa`` = V^T K(X, X0) (P, P0) and the test diagonal ``k00`` = K(x0, x0)
+    (P0,) (:func:`renormpp.theory.action.moments`, which gives Σ in the eigenbasis of Q)."""
+    mean, s, U = moments(spec, Q, T, lambda1, kappa, k00)
+    return mean, np.einsum("ia,pa,ja->pij", U, s, U)
+
+
+def predict_in_batches(moments_of, X0, batch_size: int) -> Prediction:
+    """The :class:`Prediction` at the rows of ``X0`` from ``moments_of(X0[batch]) -> (mean, cov)``, ``batch_size`` test
+    points at a time (memory: P x batch_size for the test kernel)."""
+    parts = [moments_of(X0[lo:lo + batch_size]) for lo in range(0, X0.shape[0], batch_size)]
+    return Prediction(mean=np.concatenate([part[0] for part in parts]),
+                      cov=np.concatenate([part[1] for part in parts]))
 
 
 class FitShape:

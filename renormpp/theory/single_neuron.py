@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..network import ActivationLike, hidden, x64_context
+from ..network import ActivationLike, hidden, readout_given_features, x64_context
 
 
 class Tilt(NamedTuple):
@@ -98,10 +98,11 @@ def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: Activati
     R = np.zeros((P, D))
     for one in w:
         s = features(one, X, activation)  # (P, N1)
-        # A = T + s s^T / c, inverted on the N1-dimensional feature space (push-through)
-        B = np.linalg.solve(c * T * np.eye(N1) + s.T @ s, s.T)  # (N1, P): (cT + s^T s)^{-1} s^T
-        Ainv = (np.eye(P) - s @ B) / T
-        r = Ainv @ Y
+        # A = T + s s^T / c, inverted on the N1-dimensional feature space (push-through): the readout given w
+        a, L_inv, V = readout_given_features(s, Y, T=T, lambda1=lambda1)
+        H = L_inv @ a.T  # (N1, P): s (cT + s^T s)^{-1} s^T = H^T H
+        Ainv = (np.eye(P) - H.T @ H) / T
+        r = (Y - a @ V) / T  # A^{-1} Y, the residual of the readout's mean over T
         G += (D * Ainv - r @ r.T) / c
         R += r
         As = Ainv @ s  # (P, N1)

@@ -62,7 +62,9 @@ import numpy as np
 from ..mcmc import sampling
 from ..kernels import nngp, nngp_diag
 from ..mcstats import error_of_mean
+from ..mcstats.specialists import label_contrasts
 from ..network import ActivationLike, hidden, x64_context
+from .action import minimize_cholesky
 from .prediction import FitShape, Prediction
 
 __all__ = ["SpecialistFit", "solve", "sweep", "conditional"]
@@ -139,26 +141,15 @@ def _sym(A):
 
 def _self_consistent_Q(pb: _Problem, Q, St, gtol=1e-9):
     """(SP2) on fixed draws: the minimum over SPD Q of the averaged energy (:func:`_energy`), by L-BFGS on the
-    Cholesky factor of Q (Q = L L^T, dE/dL = 2 G L)."""
-    import scipy.optimize
+    Cholesky factor of Q (Q = L L^T, dE/dL = 2 G L; :func:`renormpp.theory.action.minimize_cholesky`, on L itself)."""
 
-    D = len(Q)
-    il = np.tril_indices(D)
-
-    def f(x):
-        L = np.zeros((D, D))
-        L[il] = x
+    def terms(Q):
         try:
-            E, G = _energy(pb, L @ L.T, St)
+            return _energy(pb, Q, St)
         except ValueError:  # a singular L: Q not positive definite
-            return np.inf, np.zeros_like(x)
-        return E, (2 * G @ L)[il]
+            return np.inf, None
 
-    res = scipy.optimize.minimize(f, np.linalg.cholesky(_sym(Q))[il], jac=True, method="L-BFGS-B",
-                                  options=dict(maxiter=2000, gtol=gtol, ftol=1e-15))
-    L = np.zeros((D, D))
-    L[il] = res.x
-    return _sym(L @ L.T)
+    return minimize_cholesky(terms, Q, gtol=gtol, maxiter=2000, maxcor=10, log_diagonal=False).Q
 
 
 def _log_density(pb: _Problem, Q):
@@ -187,13 +178,12 @@ def _log_density(pb: _Problem, Q):
 
 def _templates(pb: _Problem, chains: int, rng) -> np.ndarray:
     """Starts (chains, k, N0): even chains from the prior, odd ones with the neurons on the label-contrast templates
-    (the centred class means, scaled to the prior's norm) plus prior noise."""
+    (the centred class means, :func:`renormpp.mcstats.specialists.label_contrasts` with ``pairs=False``, scaled to the
+    prior's norm) plus prior noise. The classes are the labels' argmax, or for one output its halves at the median."""
     N0 = pb.X.shape[1]
     W = rng.standard_normal((chains, pb.k, N0)) / np.sqrt(pb.lambda0)
     labels = np.argmax(pb.Y, axis=1) if pb.Y.shape[1] > 1 else (pb.Y[:, 0] > np.median(pb.Y[:, 0])).astype(int)
-    means = np.stack([pb.X[labels == c].mean(axis=0) for c in np.unique(labels)])
-    contrasts = means - means.mean(axis=0)
-    contrasts /= np.linalg.norm(contrasts, axis=1, keepdims=True)
+    contrasts = label_contrasts(pb.X, labels, pairs=False)
     for ch in range(1, chains, 2):
         for i in range(pb.k):
             W[ch, i] = 0.5 * W[ch, i] + 2.0 * np.sqrt(N0 / pb.lambda0) * contrasts[i % len(contrasts)]
@@ -408,7 +398,7 @@ def conditional(X, Y, W, *, N1: int, T: float, Q=None, lambda0: float = 1.0, lam
 
 
 def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _Problem:
-    from ..network import get_activation
+    from ..network import ODD_ACTIVATIONS, get_activation
 
     X = np.asarray(X, np.float64)
     Y = np.asarray(Y, np.float64)
@@ -423,7 +413,8 @@ def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _Problem:
         raise ValueError(f"need an integer N1 and 0 <= k <= N1; got N1 = {N1}, k = {k}")
     act = get_activation(activation)
     if not getattr(act, "odd", True):
-        raise ValueError(f"the bulk's theory needs an odd activation; {act.name!r} is not (use erf or tanh)")
+        raise ValueError(f"the bulk's theory needs an odd activation; {act.name!r} is not (use one of "
+                         f"{', '.join(ODD_ACTIVATIONS)})")
     kappa, V = np.linalg.eigh(nngp(X, lambda0=lambda0, activation=activation))
     return _Problem(X=X, Y=Y, kappa=np.maximum(kappa, 0.0), V=V, N1=int(N1), k=int(k), T=float(T),
                     lambda0=float(lambda0), lambda1=float(lambda1), activation=activation)

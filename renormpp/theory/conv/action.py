@@ -10,9 +10,8 @@ from functools import cache
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 
-from ..action import _Q_to_tril, _sym, _tril_to_Q
+from ..action import _sym, minimize_cholesky
 from .patch_kernels import PatchKernels
 
 
@@ -50,6 +49,11 @@ class _Problem:
 
     def at(self, Q, grad: bool = True) -> "_At":
         return _At(self, Q, grad)
+
+    def terms(self, Q):
+        """The action (C4) and its gradient (C5) at Q: ``(inf, None)`` off the SPD cone."""
+        st = self.at(Q)
+        return st.S, st.G
 
 
 @cache
@@ -185,33 +189,15 @@ def _newton(pb: _Problem, st: _At, gtol: float, maxiter: int):
     return st, maxiter, bool(np.linalg.norm(st.G) <= gtol)
 
 
-def _lbfgs(pb: _Problem, Q, gtol: float, maxiter: int):
-    """L-BFGS on a Cholesky factor of Q (log diagonal: always SPD), as the fully connected solver's fallback."""
-    n = pb.n
-    tri, diag = np.tril_indices(n), np.diag_indices(n)
-
-    def fun(theta):
-        Q, L = _tril_to_Q(theta, n)
-        st = pb.at(Q)
-        if not st.spd:
-            return np.inf, np.zeros_like(theta)
-        dL = 2.0 * st.G @ L
-        dL[diag] *= L[diag]
-        return st.S, dL[tri]
-
-    res = scipy.optimize.minimize(fun, _Q_to_tril(Q), jac=True, method="L-BFGS-B",
-                                  options=dict(maxiter=maxiter, maxcor=30, ftol=1e-15, gtol=gtol * 1e-2))
-    return _tril_to_Q(res.x, n)[0], int(res.nit)
-
-
 def _minimize(pb: _Problem, st: _At, gtol: float, maxiter: int):
-    """Newton-CG from the state ``st``; where it stalls, L-BFGS and Newton-CG again. Returns ``(state, iterations)``."""
+    """Newton-CG from the state ``st``; where it stalls, L-BFGS on a Cholesky factor of Q (the fully connected solver's
+    :func:`renormpp.theory.action.minimize_cholesky`) and Newton-CG again. Returns ``(state, iterations)``."""
     st, n_iter, ok = _newton(pb, st, gtol, min(maxiter, 100))
     if ok or n_iter >= maxiter:
         return st, n_iter
-    Q, n_lbfgs = _lbfgs(pb, st.Q, gtol, max(maxiter - n_iter, 1))
-    st, n_newton, _ = _newton(pb, pb.at(Q), gtol, max(maxiter - n_iter - n_lbfgs, 1))
-    return st, n_iter + n_lbfgs + n_newton
+    lbfgs = minimize_cholesky(pb.terms, st.Q, gtol=gtol * 1e-2, maxiter=max(maxiter - n_iter, 1))
+    st, n_newton, _ = _newton(pb, pb.at(lbfgs.Q), gtol, max(maxiter - n_iter - lbfgs.n_iter, 1))
+    return st, n_iter + lbfgs.n_iter + n_newton
 
 
 def _solve(pb: _Problem, method: str, gtol: float, maxiter: int):

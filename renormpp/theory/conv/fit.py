@@ -11,7 +11,7 @@ import numpy as np
 import scipy.linalg
 
 from ..._checks import data_pair, matrix, positive as _positive, positive_int
-from ...network import ActivationLike, get_activation
+from ...network import ODD_ACTIVATIONS, ActivationLike, get_activation
 from ...patches import Patches, PatchesLike, as_patches
 from ..methods import METHODS, get_method, reason_of
 from ..prediction import FitShape, Prediction
@@ -158,7 +158,7 @@ def check_method(method: str, activation: ActivationLike) -> None:
         raise ValueError(f"the convolutional theory holds for odd activations, and activation={act.name!r} is not "
                          "odd (its features have a mean, which would need a second order parameter: "
                          "renormpp.theory.nonodd derives it for the fully connected network only). Use "
-                         "activation='erf', 'tanh' or 'linear'")
+                         f"activation={', '.join(map(repr, ODD_ACTIVATIONS[:-1]))} or {ODD_ACTIVATIONS[-1]!r}")
 
 
 def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0, activation: ActivationLike = "erf",
