@@ -1,4 +1,4 @@
-"""The adaptive-kernel theory (renormpp.theory.adaptive, issue 32 item 3) against sampled finite networks.
+"""The adaptive-kernel theory (renormpp.theory.adaptive_kernel, issue 32 item 3) against sampled finite networks.
 
 Run:  .venv/bin/python studies/adaptive.py --root ../shared/data/mnist            (theory at the MNIST points, ~1 min)
       .venv/bin/python studies/adaptive.py --root ../shared/data/mnist --sample   (+ NUTS at the synthetic points)
@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 import renormpp as rp
-from renormpp.theory import adaptive as ad
+from renormpp.theory import adaptive_kernel as ad
 from renormpp.theory import hidden
 
 # benchmarks/README.md, hidden_kernel.py part 3: N1 -> (eps_g, error, (r_1, r_2) measured)
@@ -69,7 +69,7 @@ def row(name, sampled, err, X, Y, X0, Y0, N1, T, activation="erf", r_meas=None, 
         fit = ad.solve(X, Y, N1=N1, T=T, activation=activation)
     t_ad = time.perf_counter() - t
     out = []
-    for label, th in (("exact", ex), ("infinite width", inf), ("adaptive", fit)):
+    for label, th in (("exact", ex), ("infinite width", inf), ("adaptive_kernel", fit)):
         e = th.generalization_error(X0, Y0)
         out.append(f"{label} {e:.5f} (Delta {e / sampled - 1:+.1%}, z {(e - sampled) / err:+.0f})")
     print(f"| {name} | alpha {len(X) / N1:g} | sampled {sampled:.5f} +- {err:.5f} | " + " | ".join(out)

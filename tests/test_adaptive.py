@@ -1,4 +1,4 @@
-"""The adaptive-kernel theory (renormpp.theory.adaptive, issue 32 item 3): its limits, its pieces against finite
+"""The adaptive-kernel theory (renormpp.theory.adaptive_kernel, issue 32 item 3): its limits, its pieces against finite
 differences and independent code, its test kernel against the train kernel, bad input, and one slow check against
 sampled networks."""
 import warnings
@@ -8,7 +8,7 @@ import pytest
 
 import renormpp as rp
 from renormpp.network import get_activation
-from renormpp.theory import adaptive as ad
+from renormpp.theory import adaptive_kernel as ad
 from renormpp.theory import hidden
 from renormpp.theory.action import Spectrum
 from renormpp.theory.fit import _solve_spectrum

@@ -50,7 +50,7 @@ renormpp.theory.conv.solve
 renormpp.infer.ReplicaExchange renormpp.infer.geometric_ladder renormpp.infer.tempered
 renormpp.datasets.fetch renormpp.datasets.locate renormpp.datasets.data_dir renormpp.datasets.projected_mnist
 renormpp.datasets.low_dimensional
-renormpp.theory.adaptive.solve renormpp.theory.hidden.with_kernel renormpp.theory.hidden.predicted_kernel
+renormpp.theory.adaptive_kernel.solve renormpp.theory.hidden.with_kernel renormpp.theory.hidden.predicted_kernel
 renormpp.theory.hidden.spectrum_ratios renormpp.architectures.get_architecture renormpp.infer.starts.positions
 renormpp.baselines.train_adam renormpp.baselines.search_adam renormpp.baselines.adam_baseline
 renormpp.baselines.best_gp renormpp.baselines.split renormpp.baselines.scores

@@ -71,7 +71,7 @@ def test_every_output_exists_and_parses(sweep):
         assert dt["posterior"]["eps_g"].shape == (2, 120)
         assert dt["sample_stats"]["accept_prob"].shape == (2, 120)
         comp = pd.read_csv(folder / "comparison.csv")
-        compared = set(rp.theory.METHODS) | {"adaptive"}  # [theory] methods' default: every theory not sampled
+        compared = set(rp.theory.METHODS) | {"adaptive_kernel"}  # [theory] methods' default: every theory not sampled
         assert set(comp.theory) == compared and len(comp) == len(compared) * 4
         post = posterior(folder)
         mean_eps = comp[(comp.quantity == "eps_g")].mc_mean.iloc[0]
@@ -326,12 +326,12 @@ def test_the_theory_table_brings_the_theories_beyond_kernel_renormalization(tmp_
     without k, is refused with the key to set."""
     options = dict(k=1, iterations=1, num_warmup=40, num_samples=40, chains=2)
     cfg = tiny(tmp_path / "run", model__N1=[16])
-    cfg["theory"] = {"methods": ["exact", "adaptive", "specialists"], "options": {"specialists": options}}
+    cfg["theory"] = {"methods": ["exact", "adaptive_kernel", "specialists"], "options": {"specialists": options}}
     out = ex.run(cfg)
     point = out / "points" / "N1=16_seed=0"
     kept = json.loads((point / "theory.json").read_text())["beyond"]
     data = rp.datasets.synthetic(P=30, P_test=20, N0=6, D=2)
-    for name, opts in (("adaptive", {}), ("specialists", options)):
+    for name, opts in (("adaptive_kernel", {}), ("specialists", options)):
         fit = rp.theory.solve(data.X, data.Y, N1=16, T=0.05, method=name, **opts)
         assert kept[name]["applies"] and kept[name]["fit"]["converged"] == fit.converged
         if fit.converged:
@@ -339,15 +339,15 @@ def test_the_theory_table_brings_the_theories_beyond_kernel_renormalization(tmp_
                                                                rel=1e-6)
         np.testing.assert_allclose(kept[name]["fit"]["Q"], fit.Q, rtol=1e-6)
     comp = pd.read_csv(point / "comparison.csv")
-    assert {"adaptive", "specialists[k=1]"} <= set(comp.theory)
+    assert {"adaptive_kernel", "specialists[k=1]"} <= set(comp.theory)
     result = json.loads((point / "result.json").read_text())
-    assert {"exact", "adaptive", "specialists[k=1]"} <= set(result["eps_g_theory"])
+    assert {"exact", "adaptive_kernel", "specialists[k=1]"} <= set(result["eps_g_theory"])
     report = (out / "report.md").read_text()
     assert "| adaptive Δ | adaptive z |" in report and "| closest |" in report
     # resumed: the records are read back; a solve now would raise
     (point / "result.json").unlink()
     monkeypatch.setattr(rp.theory.specialists, "solve", lambda *a, **k: pytest.fail("solved again"))
-    monkeypatch.setattr(rp.theory.adaptive, "solve", lambda *a, **k: pytest.fail("solved again"))
+    monkeypatch.setattr(rp.theory.adaptive_kernel, "solve", lambda *a, **k: pytest.fail("solved again"))
     ex.run(cfg)
     assert json.loads((point / "theory.json").read_text())["beyond"] == kept
     with pytest.raises(ex.ConfigError, match=r"theory.methods has \['nope'\]"):

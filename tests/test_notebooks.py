@@ -175,7 +175,7 @@ assert SIZE == "smoke"
 from renormpp.experiments.validity import COMPARED, GRIDS
 g = GRIDS[SIZE]
 assert len(eps) == len(g.activations) * len(g.ratios) * len(g.alphas) * len(g.teachers) * len(COMPARED)
-assert eps[(eps.activation == "relu") & eps.theory.isin(["corrected", "adaptive", "shared_field"])].prediction.isna().all()
+assert eps[(eps.activation == "relu") & eps.theory.isin(["corrected", "adaptive_kernel", "shared_field"])].prediction.isna().all()
 assert np.isfinite(eps[eps.theory.isin(["exact", "infinite_width"])].prediction).all() and np.isfinite(eps.mc_mean).all()
 assert set(summary.theory) <= set(COMPARED) and {"exact", "infinite_width"} <= set(summary.theory)
 assert (OUT / "validity.md").exists()

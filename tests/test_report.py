@@ -69,7 +69,7 @@ def test_the_first_table_is_the_answer_before_any_detail(sweep):
     shown = applying(pooled)
     assert head == (["N1", "alpha = P/N1", "MC eps_g ± sigma"] + [f"{t} {c}" for t in shown for c in ("Δ", "z")]
                     + ["closest"])
-    assert "adaptive" in shown  # a theory beyond kernel renormalization, by [theory] methods' default
+    assert "adaptive_kernel" in shown  # a theory beyond kernel renormalization, by [theory] methods' default
     assert text.index("generalization_vs_N1.png") < where < text.index("comparison.md")
     assert where < text.index("overlaps.png") < text.index("## Verdicts") < text.index("## Per width")
     assert [r[0] for r in rows] == [f"{n:g}" for n in WIDTHS]

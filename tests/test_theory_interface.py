@@ -39,7 +39,7 @@ def draws():
 
 def test_every_theory_is_reached_by_solve_and_keeps_the_protocol(spec, fits):
     X0, Y0 = spec._test_set()
-    assert set(fits) == set(rp.theory.THEORIES) >= {"exact", "one_loop", "infinite_width", "corrected", "adaptive",
+    assert set(fits) == set(rp.theory.THEORIES) >= {"exact", "one_loop", "infinite_width", "corrected", "adaptive_kernel",
                                                      "shared_field", "specialists"}
     for name, fit in fits.items():
         missing = [a for a in rp.theory.PROTOCOL if not hasattr(fit, a)]
@@ -76,7 +76,7 @@ def test_spec_compare_takes_fits_of_any_theory(spec, fits, draws):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = spec.compare(draws, *shown, cut=0)
-    names = ["exact", "one_loop", "infinite_width", "corrected", "adaptive", "shared_field", "specialists[k=1]"]
+    names = ["exact", "one_loop", "infinite_width", "corrected", "adaptive_kernel", "shared_field", "specialists[k=1]"]
     assert list(dict.fromkeys(table.columns.get_level_values(0))) == ["sampled", *names]
     mc = error_of_mean(draws["eps_g"], cut=0)
     for name, fit in zip(names, shown):
@@ -97,12 +97,12 @@ def test_a_theory_says_why_it_cannot_be_solved(spec):
         rp.theory.solve(d.X, d.Y, N1, method="specialists")
     with pytest.raises(ValueError, match="takes no option 'k'.*'gtol' and 'maxiter'"):
         rp.theory.solve(d.X, d.Y, N1, method="exact", k=2)
-    with pytest.raises(ValueError, match="method='adaptive' needs an odd activation.*'relu'.*Use method=.*'exact'"):
-        rp.theory.solve(d.X, d.Y, N1, activation="relu", method="adaptive")
+    with pytest.raises(ValueError, match="method='adaptive_kernel' needs an odd activation.*'relu'.*Use method=.*'exact'"):
+        rp.theory.solve(d.X, d.Y, N1, activation="relu", method="adaptive_kernel")
     with pytest.raises(ValueError, match="method='shared_field' is derived for one hidden layer.*Use method="):
         rp.theory.solve(d.X, d.Y, N1, method="shared_field", depth=2)
-    with pytest.raises(ValueError, match="method='adaptive' is derived for one hidden layer.*No theory of renormpp"):
-        rp.theory.solve(d.X, d.Y, N1, method="adaptive", activation="relu", depth=2)
+    with pytest.raises(ValueError, match="method='adaptive_kernel' is derived for one hidden layer.*No theory of renormpp"):
+        rp.theory.solve(d.X, d.Y, N1, method="adaptive_kernel", activation="relu", depth=2)
 
 
 def test_an_unconverged_fit_is_shown_with_its_reason(spec, fits, draws):
@@ -124,7 +124,7 @@ def test_a_recorded_fit_compares_as_its_fit_and_refuses_another_test_set(spec, f
     import json
 
     X0, Y0 = spec._test_set()
-    for name in ("adaptive", "specialists"):
+    for name in ("adaptive_kernel", "specialists"):
         fit = fits[name]
         (tmp_path / "r.json").write_text(json.dumps(rp.theory.RecordedFit.of(fit, X0, Y0, seconds=1.0).to_dict()))
         rec = rp.theory.RecordedFit.from_dict(json.loads((tmp_path / "r.json").read_text()))

@@ -83,7 +83,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     out = tmp_path / "map"
     assert main(["validity-map", "--size", "smoke", "--out", str(out), "--no-progress"]) == 0
     assert "# The validity map (smoke size)" in capsys.readouterr().out
-    for f in ("validity.md", "validity.csv", "map_linear_erf.png", "adaptive.json", "shared_field.json"):
+    for f in ("validity.md", "validity.csv", "map_linear_erf.png", "adaptive_kernel.json", "shared_field.json"):
         assert (out / f).stat().st_size > 0, f
     t = pd.read_csv(out / "validity.csv")
     assert len(t) == 3 * len(validity.COMPARED)  # eps_g and the two diagonal overlaps, every theory
@@ -91,7 +91,7 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     sweep = load_sweep(cfg["run"]["out"])
     data, N1 = sweep.data, cfg["model"]["N1"][0]
     exact = rp.theory.solve(data.X, data.Y, N1=N1, T=0.01)
-    adaptive = rp.theory.adaptive.solve(data.X, data.Y, N1, 0.01, **validity.BEYOND_OPTIONS["adaptive"])
+    adaptive = rp.theory.adaptive_kernel.solve(data.X, data.Y, N1, 0.01, **validity.BEYOND_OPTIONS["adaptive_kernel"])
     shared = rp.theory.shared_field.solve(data.X, data.Y, N1=N1, T=0.01, maxiter=validity.GRIDS["smoke"].maxiter,
                                           proposal=validity.SHARED_FIELD_PROPOSAL,
                                           neurons=validity.GRIDS["smoke"].neurons)
@@ -99,11 +99,11 @@ def test_the_smoke_map_end_to_end_reproduced_independently(tmp_path, capsys):
     np.testing.assert_allclose(eps.loc["exact", "prediction"], exact.generalization_error(data.X_test, data.Y_test),
                                rtol=1e-8)
     assert adaptive.converged
-    np.testing.assert_allclose(eps.loc["adaptive", "prediction"],
+    np.testing.assert_allclose(eps.loc["adaptive_kernel", "prediction"],
                                adaptive.generalization_error(data.X_test, data.Y_test), rtol=1e-8)
     ov = t[t.quantity == "overlap[1,1]"].set_index("theory")
     np.testing.assert_allclose(ov.loc["exact", "prediction"], exact.readout_overlap[1, 1], rtol=1e-8)
-    np.testing.assert_allclose(ov.loc["adaptive", "prediction"], adaptive.readout_overlap[1, 1], rtol=1e-8)
+    np.testing.assert_allclose(ov.loc["adaptive_kernel", "prediction"], adaptive.readout_overlap[1, 1], rtol=1e-8)
     # the linear teacher at alpha = 2: with neurons moved to (F1) and averaged moments the shared field converges
     # there (the earlier rounds of reweighted populations did not), in the map as alone
     assert shared.converged, shared.reason

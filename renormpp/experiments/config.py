@@ -33,7 +33,7 @@ pydantic models.
     executor = "inprocess"  # inprocess | process | ray
 
     [theory]                # optional: the theories compared (default: every one that samples nothing)
-    methods = ["exact", "infinite_width", "adaptive", "specialists"]
+    methods = ["exact", "infinite_width", "adaptive_kernel", "specialists"]
     options = {specialists = {k = 2}}   # a theory's own options; sampled theories take minutes per point
 
 :func:`resolve` returns the completed :class:`Config`; :meth:`Config.points` expands it into one
@@ -196,7 +196,7 @@ def default_methods() -> list[str]:
 class TheoryConfig(_Table):
     """``[theory]``: the theories compared with the sampled networks. The kernel-renormalization methods of
     :data:`renormpp.theory.METHODS` cost milliseconds and are always compared (the report's tables and figures are
-    drawn against them); ``methods`` adds the theories beyond them (``adaptive`` by default, ``specialists`` with
+    drawn against them); ``methods`` adds the theories beyond them (``adaptive_kernel`` by default, ``specialists`` with
     ``[theory.options.specialists] k = 2``). A theory that samples takes minutes per point:
     it is solved once, before the point's sampling, and kept in ``theory.json``."""
 

@@ -3,7 +3,7 @@ r"""The validity map (``renormpp validity-map``): where each theory holds within
 Every point is a finite network sampled from the exact posterior by ``renormpp run`` (resumable: stop the command
 and run it again; each series is a sweep in ``OUT/runs/SERIES``), compared with every theory method of
 :data:`renormpp.theory.METHODS` and with the theories beyond kernel renormalization (:data:`BEYOND`: the
-adaptive-kernel theory :func:`renormpp.theory.adaptive.solve` and the shared-field theory
+adaptive-kernel theory :func:`renormpp.theory.adaptive_kernel.solve` and the shared-field theory
 :func:`renormpp.theory.shared_field.solve`, erf networks), and judged by the hidden-kernel diagnosis (:mod:`renormpp.diagnostics.kernel`). Two families of series:
 
 * **the map**: synthetic data, P fixed, a grid of loads :math:`\alpha = P/N_1` times input dimensions :math:`N_0/P`
@@ -50,7 +50,7 @@ TOLERANCES = (0.01, 0.05)
 #: does not make (the specialists' number k): today the adaptive-kernel and the shared-field theories.
 BEYOND = tuple(name for name, t in THEORY_RECORDS.items() if t.cost != "spectrum" and not t.required)
 #: the options the map solves a theory of BEYOND with (the shared field's are its size's, :class:`Size`)
-BEYOND_OPTIONS = {"adaptive": dict(maxiter=60)}  # it converges in 20-40 outer iterations where it converges at all
+BEYOND_OPTIONS = {"adaptive_kernel": dict(maxiter=60)}  # it converges in 20-40 outer iterations where it converges at all
 #: the theories compared at every point: the methods of renormpp.theory.METHODS that the report shows, then BEYOND
 COMPARED = ("exact", "corrected", "infinite_width", *BEYOND)
 #: how the shared-field theory averages over (F1): its neurons moved there by MCMC (the Gaussian proposal's importance

@@ -10,7 +10,7 @@ from ..theory import THEORIES
 from ._common import HOLLOW, POINTS, _plt
 
 
-def validity_map(table, theories=("exact", "corrected", "infinite_width", "adaptive", "shared_field"),
+def validity_map(table, theories=("exact", "corrected", "infinite_width", "adaptive_kernel", "shared_field"),
                  title: str = ""):
     r"""One heatmap per theory over :math:`\alpha = P/N_1` (columns) and :math:`N_0/P` (rows) of one teacher and
     network of the validity map (:mod:`renormpp.experiments.validity`): the colour is the relative deviation
@@ -59,7 +59,7 @@ def validity_map(table, theories=("exact", "corrected", "infinite_width", "adapt
     return fig
 
 
-def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive", "shared_field")):
+def discrepancy_vs_N1(table, theories=("exact", "corrected", "adaptive_kernel", "shared_field")):
     r"""The supplement's discrepancy figure, Eq. (S-discrep): :math:`|\Delta| = |\epsilon_{g,\rm MC} -
     \epsilon_{g,\rm th}|/|\epsilon_{g,\rm th}|` against :math:`N_1`, one colour per series (e.g. randomly projected
     MNIST at :math:`N_0 = 12^2` and :math:`28^2`), one line style per theory and marker

@@ -65,7 +65,7 @@ holds and its predictions; :func:`fit_or_reason` gives a method at a fit, or why
 The hidden layer's kernel (:mod:`.hidden`): the posterior's hidden kernel that the theory predicts,
 :math:`K_{\rm post} = K - KGK` (Eq. (H1)), and the theory with a given kernel in place of K (the oracle test).
 The theories beyond kernel renormalization, records of :data:`THEORIES`:
-:mod:`.adaptive` (``method="adaptive"``): a kernel that adapts beyond the D x D rescaling (a saturating
+:mod:`.adaptive_kernel` (``method="adaptive_kernel"``): a kernel that adapts beyond the D x D rescaling (a saturating
 single-neuron tilt on Gaussian first-layer weights, moment-matched); it does not converge at large alpha
 (studies/adaptive.py).
 :mod:`.shared_field` (``method="shared_field"``): one Gaussian field shared by all neurons, each neuron's law exact,
@@ -76,7 +76,7 @@ bulk of N1 - k, equations (SP1)-(SP4); within 7% of the sampled network on MNIST
 and 1000), where the exact theory is 47-69% off; the exact theory where no neuron specializes (docs/validity.md,
 "Specialists"). It samples its specialists: minutes.
 """
-from . import action, adaptive, conv, corrected, hidden, lowrank, methods, nonodd, registry, shared_field, specialists
+from . import action, adaptive_kernel, conv, corrected, hidden, lowrank, methods, nonodd, registry, shared_field, specialists
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit
@@ -86,6 +86,6 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
                       why_not)
 
 __all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
-           "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive", "applies",
+           "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive_kernel", "applies",
            "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "methods", "moments",
            "nonodd", "noun_of", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]

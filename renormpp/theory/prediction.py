@@ -1,7 +1,7 @@
 r"""What every fit of the theory predicts, whatever its method or architecture: the Gaussian :class:`Prediction` of
 the outputs at test points, and :class:`FitShape`, the sizes of a fit (P, D, alpha) with the generalization error
 and the predictive distribution computed from its ``predict`` (:class:`renormpp.theory.TheoryFit`,
-:class:`renormpp.theory.conv.ConvFit`, :class:`renormpp.theory.adaptive.AdaptiveFit`); the Gaussian process with the
+:class:`renormpp.theory.conv.ConvFit`, :class:`renormpp.theory.adaptive_kernel.AdaptiveKernelFit`); the Gaussian process with the
 renormalized kernel :math:`Q\otimes K/\lambda_1` (:func:`renormalized_moments`), whatever K is (the NNGP kernel, the
 adaptive theory's :math:`K_{\rm eff}`, a measured kernel), and the loop over batches of test points
 (:func:`predict_in_batches`)."""

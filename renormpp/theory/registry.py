@@ -10,7 +10,7 @@ The records:
 * the kernel-renormalization methods of :data:`~renormpp.theory.METHODS` (``exact``, ``one_loop``,
   ``infinite_width``, ``corrected``), for odd activations, ReLU (two order parameters, :mod:`.nonodd`), deep
   networks (Eq. (D1)) and the convolutional network (``conv=``, :mod:`.conv`, Eqs. (C1)-(C10));
-* ``adaptive``: a kernel that adapts beyond the D x D rescaling (:mod:`.adaptive`, Eqs. (A1)-(A5));
+* ``adaptive_kernel``: a kernel that adapts beyond the D x D rescaling (:mod:`.adaptive_kernel`, Eqs. (A1)-(A5));
 * ``shared_field``: one Gaussian field shared by all neurons, each neuron's law exact (:mod:`.shared_field`,
   Eqs. (F1)-(F3));
 * ``specialists``: k neurons exact in the field of a renormalized bulk (:mod:`.specialists`, Eqs. (SP1)-(SP4)).
@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..network import ActivationLike, get_activation
-from . import adaptive, shared_field, specialists
+from . import adaptive_kernel, shared_field, specialists
 from .conv import CONV_METHODS
 from .fit import solve_renormalized
 from .methods import METHODS, _listed
@@ -177,8 +177,8 @@ def _kernel_record(name: str) -> Theory:
 #: Every theory, in the order of tables and figures. Adding one is one record here.
 THEORIES: dict[str, Theory] = {t.name: t for t in (
     *(_kernel_record(name) for name in METHODS),
-    Theory("adaptive", "data", _one_layer_fc(adaptive.ACTIVATIONS), _beyond(adaptive), _options(adaptive.solve),
-           label="adaptive kernel", ls=(0, (3, 1, 1, 1)), noun="the adaptive-kernel theory", color="C4", marker="D"),
+    Theory("adaptive_kernel", "data", _one_layer_fc(adaptive_kernel.ACTIVATIONS), _beyond(adaptive_kernel),
+           _options(adaptive_kernel.solve), label="adaptive kernel", ls=(0, (3, 1, 1, 1)), noun="the adaptive-kernel theory", color="C4", marker="D"),
     Theory("shared_field", "sampled", _one_layer_fc(), _beyond(shared_field), _options(shared_field.solve),
            label="shared field", ls=(0, (5, 1)), noun="the shared-field theory", color="C2", marker="P"),
     Theory("specialists", "sampled", _one_layer_fc(), _beyond(specialists), _options(specialists.solve),
@@ -226,7 +226,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
     method : str, default "exact"
         A name of :data:`THEORIES`: ``"exact"`` (the saddle point of paper Eq. (1)), ``"one_loop"``,
         ``"infinite_width"``, ``"corrected"`` (:func:`renormpp.theory.fit.solve_renormalized` says how each is
-        solved), ``"adaptive"`` (:func:`renormpp.theory.adaptive.solve`), ``"shared_field"``
+        solved), ``"adaptive_kernel"`` (:func:`renormpp.theory.adaptive_kernel.solve`), ``"shared_field"``
         (:func:`renormpp.theory.shared_field.solve`) or ``"specialists"``
         (:func:`renormpp.theory.specialists.solve`; option ``k``, the number of explicit neurons).
     depth : int, default 1
@@ -243,7 +243,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
     -------
     fit
         A fit with the protocol of :data:`PROTOCOL`: :class:`~renormpp.theory.TheoryFit`,
-        :class:`~renormpp.theory.conv.ConvFit`, :class:`~renormpp.theory.adaptive.AdaptiveFit`,
+        :class:`~renormpp.theory.conv.ConvFit`, :class:`~renormpp.theory.adaptive_kernel.AdaptiveKernelFit`,
         :class:`~renormpp.theory.shared_field.SharedFieldFit` or :class:`~renormpp.theory.specialists.SpecialistFit`.
         A ConvergenceWarning where it did not converge (``converged`` is then False and ``reason`` says why).
 

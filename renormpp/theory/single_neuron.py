@@ -13,7 +13,7 @@ Adding one neuron's features ε s sᵀ/(λ1 N1) to A changes the log-likelihood 
 .. math::
     G = \frac{1}{\lambda_1 N_1}\big(D\,A^{-1} - A^{-1} Y Y^\top A^{-1}\big),                          \tag{S1}
 
-the response of the data term to one neuron's kernel (the mean-field reading of :mod:`renormpp.theory.adaptive`'s
+the response of the data term to one neuron's kernel (the mean-field reading of :mod:`renormpp.theory.adaptive_kernel`'s
 (A1), where the theory's :math:`Q^*` and K replace the sampled A). The single-neuron picture (Seroussi, Naveh &
 Ringel, Nat. Commun. 14, 908 (2023)) says that the N1 neurons are independent draws from
 

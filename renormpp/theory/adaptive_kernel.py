@@ -282,7 +282,7 @@ ACTIVATIONS = ODD_ACTIVATIONS
 # result
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class AdaptiveFit(FitShape):
+class AdaptiveKernelFit(FitShape):
     """Result of :func:`solve`: the adapted Gaussian-equivalent kernel K_eff, its order parameter Q, and predictions.
 
     ``Q`` (D, D); ``kernel``: K_eff on the train inputs (P, P), Eq. (A4); ``K_post``: the predicted posterior hidden
@@ -314,7 +314,7 @@ class AdaptiveFit(FitShape):
     Lam: np.ndarray = field(repr=False)
     C0: np.ndarray = field(repr=False)
     order: int = 64
-    method: str = "adaptive"
+    method: str = "adaptive_kernel"
 
     @property
     def reason(self) -> str:
@@ -380,7 +380,7 @@ def _saddle(Keff, X, Y, N1, T, lambda0, lambda1, activation, gtol):
 
 def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0, activation: str = "erf", *,
           damping: float = 0.5, tol: float = 1e-6, maxiter: int = 200, inner_maxiter: int = 500, gtol: float = 1e-8,
-          order: int = 64, tilt: str = "cavity") -> AdaptiveFit:
+          order: int = 64, tilt: str = "cavity") -> AdaptiveKernelFit:
     r"""The adaptive-kernel theory (module docstring, Eqs. (A1)-(A5)) on data (X, Y).
 
     One hidden layer, odd activations (:data:`ACTIVATIONS`).
@@ -407,7 +407,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
 
     Returns
     -------
-    AdaptiveFit
+    AdaptiveKernelFit
     """
     if tilt not in ("cavity", "linear"):
         raise ValueError(f"tilt must be 'cavity' (Eq. (A6)) or 'linear' (Eq. (A1)); got {tilt!r}")
@@ -459,6 +459,6 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
                       f"after {n_iter} iterations, saddle point converged: {fit.converged}, tilted pre-activations "
                       f"converged: {inner_ok}. Raise maxiter or damping.", ConvergenceWarning, stacklevel=2)
     K_post = Keff - Keff @ G @ Keff
-    return AdaptiveFit(Q=fit.Q, kernel=Keff, K_post=0.5 * (K_post + K_post.T), K_tilted=kap, prior_kernel=K, G=G, G_tilt=G_n,
+    return AdaptiveKernelFit(Q=fit.Q, kernel=Keff, K_post=0.5 * (K_post + K_post.T), K_tilted=kap, prior_kernel=K, G=G, G_tilt=G_n,
                        converged=converged, n_iter=n_iter, change=change, N1=N1, T=T, lambda0=lambda0,
                        lambda1=lambda1, activation=act.name, X=X, Y=Y, spectrum=spec, Lam=Lam, C0=C0, order=order)
