@@ -81,7 +81,7 @@ def test_tilt_is_the_gradient_of_the_action_and_the_theorys_own_posterior_kernel
                                    gtol=1e-12).action
 
     fit = _solve_spectrum(Spectrum.from_kernel(K.copy(), Y), X, N1, T, 1.0, 1.0, "erf", "exact", gtol=1e-12)
-    G = ad.tilt_matrix(fit.spectrum, fit.Q, T, 1.0, N1)
+    G = hidden.tilt_matrix(fit.spectrum, fit.Q, T, 1.0, N1)
     rng = np.random.default_rng(2)
     for _ in range(3):
         E = _sym(rng, len(K))

@@ -360,22 +360,22 @@ def diagnose(kernel: HiddenKernel, fit, X_test=None, Y_test=None, n: int = 10, t
         Where the kernel and the fit have different training sets.
     """
     exact = fit.refit("exact") if fit.method != "exact" else fit
-    spec = exact.spectrum
-    P, Y = len(spec.k), spec.V @ spec.Yt
+    spectrum = exact.spectrum
+    P, Y = len(spectrum.k), spectrum.V @ spectrum.Yt
     if kernel.train.shape != (P, P):
         raise ValueError(f"the measured kernel is {kernel.train.shape} but the fit has P = {P} training points")
     n = min(int(n), P)
-    top = np.argsort(spec.k)[::-1][:n]
-    U, k = spec.V[:, top], spec.k[top]
+    top = np.argsort(spectrum.k)[::-1][:n]
+    U, k = spectrum.V[:, top], spectrum.k[top]
     r, r_err = kernel.jackknife(lambda m: np.einsum("pi,pq,qi->i", U, m["train"], U) / k)
     r_theory = hidden_theory.spectrum_ratios(exact)[top]
-    K = spec.V @ (spec.k[:, None] * spec.V.T)
+    K = spectrum.V @ (spectrum.k[:, None] * spectrum.V.T)
     K_theory = hidden_theory.predicted_kernel(exact)[0]
     a_post, a_err = kernel.jackknife(lambda m: alignment(m["train"], Y))
     oracle, oracle_err, matched, matched_err, theory_eps = (np.nan,) * 5
     if X_test is not None and Y_test is not None:
         kappa, k00 = exact.test_kernel(X_test)
-        prior = (K, spec.V @ kappa, k00)
+        prior = (K, spectrum.V @ kappa, k00)
         own = [th - k for th, k in zip(hidden_theory.predicted_kernel(exact, X_test), prior)]
 
         def eps(m, shift=(0.0, 0.0, 0.0)):

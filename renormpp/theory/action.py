@@ -54,11 +54,11 @@ class _AtQ:
     r"""Quantities at one SPD Q, in the eigenbasis U of Q: shared by the action, gradient and Hessian. ``depth`` L
     sets the prior term, :math:`L\,{\rm tr}\,Q^{1/L} - \log\det Q` (:mod:`renormpp.theory`, Eq. (D1))."""
 
-    def __init__(self, Q, spec: Spectrum, N1: float, T: float, lambda1: float, depth: int = 1):
+    def __init__(self, Q, spectrum: Spectrum, N1: float, T: float, lambda1: float, depth: int = 1):
         self.q, self.U = np.linalg.eigh(0.5 * (Q + Q.T))
         self.N1, self.T, self.depth = N1, T, depth
-        self.kl = spec.k / lambda1  # (P,)
-        self.Z = spec.Yt @ self.U  # (P, D): y~_mu in the eigenbasis of Q
+        self.kl = spectrum.k / lambda1  # (P,)
+        self.Z = spectrum.Yt @ self.U  # (P, D): y~_mu in the eigenbasis of Q
         self.spd = bool(self.q[0] > 0)
         self.m = 1.0 / (T + self.kl[:, None] * self.q[None, :])  # (P, D): eigenvalues of M_mu
         self.A = self.m * self.Z  # M_mu y~_mu in the U basis
@@ -118,17 +118,17 @@ class _AtQ:
         return _sym(self.U @ np.einsum("abcd,cd->ab", self.hessian_u(), Eu) @ self.U.T)
 
 
-def moments(spec: Spectrum, Q, T: float, lambda1: float, kappa, k00):
+def moments(spectrum: Spectrum, Q, T: float, lambda1: float, kappa, k00):
     r"""Predictive mean and covariance from the kernel eigenbasis (supplement, eq:SM_bias and eq:SM_var).
 
     ``kappa`` (P, P0) holds :math:`\kappa_\mu = V_{:\mu}\cdot K(X, x_0)` in its columns, ``k00`` (P0,) is
     :math:`K(x_0, x_0)`. Returns ``(mean, s, U)``: the mean :math:`\Gamma` (P0, D), and the covariance
     :math:`\Sigma = U\,\mathrm{diag}(s)\,U^\top` by its eigenvalues ``s`` (P0, D) (clipped at 0) in the eigenbasis
-    ``U`` of Q. Costs O(P P0 D + D^3): a sweep over T and lambda1 (or Q) reuses ``spec``, ``kappa`` and ``k00``.
+    ``U`` of Q. Costs O(P P0 D + D^3): a sweep over T and lambda1 (or Q) reuses ``spectrum``, ``kappa`` and ``k00``.
     """
     q, U = np.linalg.eigh(Q)
-    m = 1.0 / (T + (spec.k / lambda1)[:, None] * q[None, :])  # (P, D): eigenvalues of M_mu
-    mean = (kappa.T @ (m * (spec.Yt @ U))) * (q / lambda1) @ U.T
+    m = 1.0 / (T + (spectrum.k / lambda1)[:, None] * q[None, :])  # (P, D): eigenvalues of M_mu
+    mean = (kappa.T @ (m * (spectrum.Yt @ U))) * (q / lambda1) @ U.T
     s = k00[:, None] * q[None, :] / lambda1 - (kappa.T**2 @ m) * (q / lambda1) ** 2
     return mean, np.maximum(s, 0.0), U
 
@@ -143,19 +143,19 @@ def _sym_rows(H: np.ndarray) -> np.ndarray:
     return (0.5 * (H + np.swapaxes(H, 0, 1)))[iu]
 
 
-def _terms(Q, spec: Spectrum, N1: float, T: float, lambda1: float, grad: bool = True, depth: int = 1):
+def _terms(Q, spectrum: Spectrum, N1: float, T: float, lambda1: float, grad: bool = True, depth: int = 1):
     """Action S(Q) and its gradient dS/dQ in O(D^3 + P D^2); (inf, None) if Q is not SPD."""
-    st = _AtQ(Q, spec, N1, T, lambda1, depth)
+    st = _AtQ(Q, spectrum, N1, T, lambda1, depth)
     if not st.spd:
         return np.inf, None
     return st.action(), (st.gradient() if grad else None)
 
 
-def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
+def _newton(Q, spectrum: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
     """Newton's method on symmetric Q with the exact Hessian and a backtracking line search."""
     D = Q.shape[0]
     iu = np.triu_indices(D)
-    st = _AtQ(Q, spec, N1, T, lambda1, depth)
+    st = _AtQ(Q, spectrum, N1, T, lambda1, depth)
     S, G = st.action(), st.gradient()
     for it in range(maxiter):
         if np.linalg.norm(G) <= gtol:
@@ -182,7 +182,7 @@ def _newton(Q, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float,
             return Q, it
         step, g_norm = 1.0, np.linalg.norm(G)
         while step > 1e-10:
-            st_new = _AtQ(Q + step * dQ, spec, N1, T, lambda1, depth)
+            st_new = _AtQ(Q + step * dQ, spectrum, N1, T, lambda1, depth)
             S_new = st_new.action()
             if S_new <= S + 1e-4 * step * slope:  # Armijo
                 G_new = st_new.gradient()
@@ -254,16 +254,16 @@ def minimize_cholesky(terms: Callable, Q0, *, gtol: float, maxiter: int, maxcor:
     return CholeskyMinimum(_sym(L @ L.T), int(res.nit), "" if res.success else str(res.message))
 
 
-def _minimize(Q0, spec: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
+def _minimize(Q0, spectrum: Spectrum, N1: float, T: float, lambda1: float, gtol: float, maxiter: int, depth: int = 1):
     """Newton from Q0; where that stalls (far from the minimum the Hessian may be indefinite),
     L-BFGS on a Cholesky factor (:func:`minimize_cholesky`, always SPD), then Newton again to polish to ``gtol``."""
-    Q, n_iter = _newton(Q0, spec, N1, T, lambda1, gtol, maxiter=min(maxiter, 30), depth=depth)
-    if np.linalg.norm(_terms(Q, spec, N1, T, lambda1, depth=depth)[1]) <= gtol:
+    Q, n_iter = _newton(Q0, spectrum, N1, T, lambda1, gtol, maxiter=min(maxiter, 30), depth=depth)
+    if np.linalg.norm(_terms(Q, spectrum, N1, T, lambda1, depth=depth)[1]) <= gtol:
         return Q, n_iter
-    lbfgs = minimize_cholesky(lambda Q: _terms(Q, spec, N1, T, lambda1, depth=depth), Q,
+    lbfgs = minimize_cholesky(lambda Q: _terms(Q, spectrum, N1, T, lambda1, depth=depth), Q,
                               gtol=gtol * 1e-2, maxiter=max(maxiter - n_iter, 1))
     n_iter += lbfgs.n_iter
-    Q, n_newton = _newton(lbfgs.Q, spec, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0), depth=depth)
+    Q, n_newton = _newton(lbfgs.Q, spectrum, N1, T, lambda1, gtol, maxiter=max(maxiter - n_iter, 0), depth=depth)
     return Q, n_iter + n_newton
 
 

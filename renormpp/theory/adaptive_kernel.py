@@ -107,22 +107,17 @@ from .prediction import FitShape, Prediction, predict_in_batches, renormalized_m
 _TRACE = False
 
 
-def tilt_matrix(spec: Spectrum, Q, T: float, lambda1: float, N1: float) -> np.ndarray:
-    r"""G = dS/dK at fixed Q (Eq. (A1)), a symmetric (P, P) matrix, from the kernel eigendecomposition ``spec``."""
-    return _Bath(spec, Q, T, lambda1, N1).linear_G
-
-
 class _Bath:
     r"""The other neurons, seen by one neuron: the saddle point of :math:`S(Q; K_{\rm eff})`, with
     :math:`\Gamma = A^{-1}` and :math:`r = A^{-1}y` in the eigenbases of :math:`K_{\rm eff}` (V, k) and Q (U, q)."""
 
-    def __init__(self, spec: Spectrum, Q, T: float, lambda1: float, N1: float):
+    def __init__(self, spectrum: Spectrum, Q, T: float, lambda1: float, N1: float):
         self.q, self.U = np.linalg.eigh(0.5 * (Q + Q.T))
-        self.Q, self.V = Q, spec.V
-        self.m = 1.0 / (T + (spec.k / lambda1)[:, None] * self.q[None, :])  # (P, D): A^{-1} in the (V, U) basis
-        self.R = spec.V @ ((self.m * (spec.Yt @ self.U)) @ self.U.T)  # (P, D), columns r_b
+        self.Q, self.V = Q, spectrum.V
+        self.m = 1.0 / (T + (spectrum.k / lambda1)[:, None] * self.q[None, :])  # (P, D): A^{-1} in the (V, U) basis
+        self.R = spectrum.V @ ((self.m * (spectrum.Yt @ self.U)) @ self.U.T)  # (P, D), columns r_b
         self.scale = 1.0 / (N1 * lambda1)
-        self._spec, self._T, self._lambda1, self._N1 = spec, T, lambda1, N1
+        self._spectrum, self._T, self._lambda1, self._N1 = spectrum, T, lambda1, N1
 
     def contract(self, Omega) -> np.ndarray:
         r""":math:`\sum_{ab}\Omega_{ab}\Gamma_{ba} = V\mathrm{diag}(\sum_c m_{\mu c}(U^\top\Omega U)_{cc})V^\top`."""
@@ -132,7 +127,7 @@ class _Bath:
     @property
     def linear_G(self) -> np.ndarray:
         """Eq. (A1), which is (H1) of :mod:`renormpp.theory.hidden`."""
-        G = self.V @ hidden.tilt(self._spec, self.Q, self._T, self._lambda1, self._N1) @ self.V.T
+        G = hidden.tilt_matrix(self._spectrum, self.Q, self._T, self._lambda1, self._N1)
         return 0.5 * (G + G.T)
 
     def overlaps(self, kap):
@@ -371,11 +366,11 @@ class AdaptiveKernelFit(FitShape):
 # ----------------------------------------------------------------------------------------------
 def _saddle(Keff, X, Y, N1, T, lambda0, lambda1, activation, gtol):
     """The exact theory's saddle point on the kernel Keff and the bath it makes."""
-    spec = Spectrum.from_kernel(Keff.copy(), Y)
+    spectrum = Spectrum.from_kernel(Keff.copy(), Y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fit = _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, "exact", gtol=gtol)
-    return fit, _Bath(spec, fit.Q, T, lambda1, N1)
+        fit = _solve_spectrum(spectrum, X, N1, T, lambda0, lambda1, activation, "exact", gtol=gtol)
+    return fit, _Bath(spectrum, fit.Q, T, lambda1, N1)
 
 
 def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0, activation: str = "erf", *,
@@ -453,7 +448,7 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     fit, bath = _saddle(Keff, X, Y, N1, T, lambda0, lambda1, act.name, gtol)
     G = bath.linear_G
     converged = converged and fit.converged
-    spec = fit.spectrum
+    spectrum = fit.spectrum
     if not converged:
         warnings.warn(f"the adaptive kernel did not converge: relative change of K_eff {change:.2g} (tol {tol:.2g}) "
                       f"after {n_iter} iterations, saddle point converged: {fit.converged}, tilted pre-activations "
@@ -461,4 +456,4 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     K_post = Keff - Keff @ G @ Keff
     return AdaptiveKernelFit(Q=fit.Q, kernel=Keff, K_post=0.5 * (K_post + K_post.T), K_tilted=kap, prior_kernel=K, G=G, G_tilt=G_n,
                        converged=converged, n_iter=n_iter, change=change, N1=N1, T=T, lambda0=lambda0,
-                       lambda1=lambda1, activation=act.name, X=X, Y=Y, spectrum=spec, Lam=Lam, C0=C0, order=order)
+                       lambda1=lambda1, activation=act.name, X=X, Y=Y, spectrum=spectrum, Lam=Lam, C0=C0, order=order)

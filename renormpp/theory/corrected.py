@@ -39,33 +39,33 @@ import numpy as np
 from .lowrank import LowRankSystem
 
 
-def correction(spec, Q, T: float, lambda1: float, N1: float):
+def correction(spectrum, Q, T: float, lambda1: float, N1: float):
     """``(kp, Z, t)`` of (C2) in the eigenbasis: the corrected diagonal ``kp`` = k - k^2 t / N1, ``Z`` (P, D) and
     ``t`` (P,)."""
     Qbar = Q / lambda1
     q, U = np.linalg.eigh(0.5 * (Qbar + Qbar.T))
-    m = 1.0 / (T + spec.k[:, None] * q[None, :])  # eigenvalues of M_mu in U
-    alpha = m * (spec.Yt @ U)  # M_mu y~_mu in U
+    m = 1.0 / (T + spectrum.k[:, None] * q[None, :])  # eigenvalues of M_mu in U
+    alpha = m * (spectrum.Yt @ U)  # M_mu y~_mu in U
     Z = alpha * np.sqrt(np.maximum(q, 0.0))[None, :]  # alpha Qbar^(1/2), in U (a rotation of Z: Z Z^T unchanged)
     t = m @ q
-    return spec.k - spec.k**2 * t / N1, Z, t
+    return spectrum.k - spectrum.k**2 * t / N1, Z, t
 
 
-def system(spec, Q, T: float, lambda1: float, N1: float) -> LowRankSystem:
+def system(spectrum, Q, T: float, lambda1: float, N1: float) -> LowRankSystem:
     """The train system :math:`T + \\bar Q\\otimes K_c` in the form (W1)."""
-    kp, Z, _ = correction(spec, Q, T, lambda1, N1)
+    kp, Z, _ = correction(spectrum, Q, T, lambda1, N1)
     Qbar = Q / lambda1
-    W = spec.k[:, None] * Z / np.sqrt(N1)
-    return LowRankSystem(kp, Qbar, W, np.kron(Qbar, np.eye(W.shape[1])), T, spec.Yt)
+    W = spectrum.k[:, None] * Z / np.sqrt(N1)
+    return LowRankSystem(kp, Qbar, W, np.kron(Qbar, np.eye(W.shape[1])), T, spectrum.Yt)
 
 
-def test_terms(spec, Q, T: float, lambda1: float, N1: float, kappa, k00):
+def test_terms(spectrum, Q, T: float, lambda1: float, N1: float, kappa, k00):
     """``(kappa', E, K00)`` of (W3) at test points: ``kappa`` (P, P0) = V^T K(X, X0), ``k00`` (P0,) = K(x0, x0)."""
-    kp, Z, t = correction(spec, Q, T, lambda1, N1)
+    kp, Z, t = correction(spectrum, Q, T, lambda1, N1)
     Qbar = Q / lambda1
     s = (Z.T @ kappa).T / np.sqrt(N1)  # (P0, D): Z^T kappa / sqrt(N1)
     D = Q.shape[0]
-    kappa_p = kappa * (1.0 - spec.k * t / N1)[:, None]
+    kappa_p = kappa * (1.0 - spectrum.k * t / N1)[:, None]
     E = np.einsum("ce,nj->ncje", Qbar, s).reshape(len(k00), D * D, D)  # E[(c, j), e] = Qbar_ce s_j
     k00_c = k00 + np.sum(s**2, axis=1) - (kappa**2 * t[:, None]).sum(axis=0) / N1
     return kappa_p, E, k00_c[:, None, None] * Qbar[None]

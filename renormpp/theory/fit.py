@@ -289,30 +289,30 @@ def solve_renormalized(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 
     lambda0 = lams[0] if len(set(lams)) == 1 else lams
     lambda1 = _positive("lambda1", lambda1, "prior precision of the readout weights")
     K = kernels.nngp(X, lambda0=lambda0, activation=activation, depth=depth)
-    spec = Spectrum.from_kernel(K, Y)
-    return _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=depth, gtol=gtol,
+    spectrum = Spectrum.from_kernel(K, Y)
+    return _solve_spectrum(spectrum, X, N1, T, lambda0, lambda1, activation, method, depth=depth, gtol=gtol,
                            maxiter=maxiter)
 
 
-def _solve_spectrum(spec, X, N1, T, lambda0, lambda1, activation, method, depth=1, gtol=1e-8, maxiter=5000):
+def _solve_spectrum(spectrum, X, N1, T, lambda0, lambda1, activation, method, depth=1, gtol=1e-8, maxiter=5000):
     """The fit of ``method`` (its record's ``solve`` and ``convergence``) on a kernel eigendecomposition."""
     record = check_applies(method, activation, depth)
     gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
     maxiter = positive_int("maxiter", maxiter, "iterations of the minimization")
     mean_t = None if get_activation(activation).odd else \
-        spec.V.T @ kernels.nngp_mean(X, lambda0=lambda0, activation=activation)  # V^T m, non-odd (.nonodd)
-    Q, R, grad_norm, n_iter = record.solve(SpectralProblem(spec, N1, T, lambda1, depth, gtol, maxiter, mean_t))
+        spectrum.V.T @ kernels.nngp_mean(X, lambda0=lambda0, activation=activation)  # V^T m, non-odd (.nonodd)
+    Q, R, grad_norm, n_iter = record.solve(SpectralProblem(spectrum, N1, T, lambda1, depth, gtol, maxiter, mean_t))
     if mean_t is None:
-        S, G = _terms(Q, spec, N1, T, lambda1, depth=depth)
+        S, G = _terms(Q, spectrum, N1, T, lambda1, depth=depth)
         # only a non-SPD one-loop Q has G None: S is +inf there (-log det Q), and the result is flagged
         grad_norm = float(np.linalg.norm(G)) if G is not None else np.inf
         spd, R = G is not None, Q
     else:
-        S = nonodd.action(spec, mean_t, T, lambda1, N1, Q, np.linalg.inv(R) - np.eye(len(R)))
+        S = nonodd.action(spectrum, mean_t, T, lambda1, N1, Q, np.linalg.inv(R) - np.eye(len(R)))
         spd = bool(np.linalg.eigvalsh(Q)[0] > 0 and np.linalg.eigvalsh(R)[0] > 0)
     converged = bool(record.convergence.holds(grad_norm, gtol, spd))
     fit = TheoryFit(Q=Q, converged=converged, grad_norm=grad_norm, action=float(S), method=method, n_iter=n_iter,
-                    N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X, spectrum=spec, Q_mean=R,
+                    N1=N1, T=T, lambda0=lambda0, lambda1=lambda1, activation=activation, X=X, spectrum=spectrum, Q_mean=R,
                     mean_t=mean_t, depth=depth)
     if not converged:
         record.convergence.warn(fit, gtol)

@@ -52,18 +52,21 @@ def _check_covered(fit) -> None:
                          f"{getattr(fit.activation, 'name', fit.activation)!r}")
 
 
-def tilt(spec: Spectrum, Q, T: float, lambda1: float, N1: float) -> np.ndarray:
-    r""":math:`V^\top G V` of (H2), (P, P): G of (H1) in the eigenbasis V of the kernel ``spec``, at order parameter Q."""
+def tilt_matrix(spectrum: Spectrum, Q, T: float, lambda1: float, N1: float, *, eigenbasis: bool = False) -> np.ndarray:
+    r"""The tilt matrix G of (H1), :math:`G = \partial S/\partial K` at fixed Q (the quadratic tilt of one neuron's law
+    by the others, Eq. (A1) of :mod:`.adaptive_kernel`), (P, P), at order parameter Q; with ``eigenbasis``,
+    :math:`V^\top G V` of (H2) in the eigenbasis V of the kernel ``spectrum``."""
     Q = np.asarray(Q)
     q, U = np.linalg.eigh(Q)
-    mq = 1.0 / (T + (spec.k / lambda1)[:, None] * q[None, :])  # eigenvalues of M_mu in the basis U of Q
-    R = ((spec.Yt @ U) * mq) @ U.T  # rows r~_mu = M_mu y~_mu
+    mq = 1.0 / (T + (spectrum.k / lambda1)[:, None] * q[None, :])  # eigenvalues of M_mu in the basis U of Q
+    R = ((spectrum.Yt @ U) * mq) @ U.T  # rows r~_mu = M_mu y~_mu
     trQM = mq @ q  # tr(Q M_mu) = sum_a q_a m_mu,a
-    return (np.diag(trQM) - R @ Q @ R.T) / (N1 * lambda1)
+    Gt = (np.diag(trQM) - R @ Q @ R.T) / (N1 * lambda1)
+    return Gt if eigenbasis else spectrum.V @ Gt @ spectrum.V.T
 
 
 def _G_tilde(fit) -> np.ndarray:
-    return tilt(fit.spectrum, fit.Q, fit.T, fit.lambda1, fit.N1)
+    return tilt_matrix(fit.spectrum, fit.Q, fit.T, fit.lambda1, fit.N1, eigenbasis=True)
 
 
 def spectrum_ratios(fit) -> np.ndarray:
@@ -103,18 +106,18 @@ def predicted_kernel(fit, X0=None):
     cross : numpy.ndarray, shape (P, P0) or None
     test : numpy.ndarray, shape (P0,) or None
     """
-    spec = fit.spectrum
+    spectrum = fit.spectrum
     kappa, k00 = fit.test_kernel(X0) if X0 is not None else (None, None)
     if fit.method == BASELINE:
-        Gt = np.zeros((len(spec.k), len(spec.k)))
+        Gt = np.zeros((len(spectrum.k), len(spectrum.k)))
     else:
         _check_covered(fit)
         Gt = _G_tilde(fit)
-    kG = spec.k[:, None] * Gt  # diag(k) G~
-    train = spec.V @ (np.diag(spec.k) - kG * spec.k[None, :]) @ spec.V.T
+    kG = spectrum.k[:, None] * Gt  # diag(k) G~
+    train = spectrum.V @ (np.diag(spectrum.k) - kG * spectrum.k[None, :]) @ spectrum.V.T
     if X0 is None:
         return train, None, None
-    cross = spec.V @ (kappa - kG @ kappa)
+    cross = spectrum.V @ (kappa - kG @ kappa)
     test = k00 - np.einsum("mp,mn,np->p", kappa, Gt, kappa)
     return train, cross, test
 
@@ -179,8 +182,8 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     record = get_method(method)
     if method not in ("exact", "one_loop", BASELINE):
         raise ValueError(f"with_kernel solves the methods exact, one_loop and infinite_width; got {method!r}")
-    spec = Spectrum.from_kernel(0.5 * (K + K.T), Y)
-    Q = record.solve(SpectralProblem(spec, float(N1), float(T), float(lambda1), 1, gtol, maxiter, None))[0]
+    spectrum = Spectrum.from_kernel(0.5 * (K + K.T), Y)
+    Q = record.solve(SpectralProblem(spectrum, float(N1), float(T), float(lambda1), 1, gtol, maxiter, None))[0]
     out = dict(Q=Q, readout_overlap=Q / lambda1, method=method)
     if K_cross is None:
         return KernelTheory(**out)
@@ -189,6 +192,6 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     if K_cross.shape[1] != K.shape[0] or k_test.shape != (K_cross.shape[0],):
         raise ValueError(f"K_cross must be (P, P0) = ({K.shape[0]}, P0) and k_test (P0,); got {K_cross.T.shape} and "
                          f"{k_test.shape}")
-    mean, cov = renormalized_moments(spec, Q, T, lambda1, spec.V.T @ K_cross.T, k_test)
+    mean, cov = renormalized_moments(spectrum, Q, T, lambda1, spectrum.V.T @ K_cross.T, k_test)
     var = np.einsum("pdd->p", cov)
     return KernelTheory(**out, mean=mean, var=var, eps_g=float(np.mean(np.sum((Y_test - mean) ** 2, axis=1) + var)))

@@ -39,7 +39,7 @@ class SpectralProblem(NamedTuple):
     """The data and parameters of one solve in the kernel eigenbasis: ``mean_t`` = V^T m, the mean feature of a
     non-odd activation in the eigenbasis (:mod:`.nonodd`), None for an odd activation."""
 
-    spec: Spectrum
+    spectrum: Spectrum
     N1: float
     T: float
     lambda1: float
@@ -50,7 +50,7 @@ class SpectralProblem(NamedTuple):
 
     @property
     def D(self) -> int:
-        return self.spec.Yt.shape[1]
+        return self.spectrum.Yt.shape[1]
 
 
 def _infinite_width(pb: SpectralProblem):
@@ -63,7 +63,7 @@ def _one_loop_Q(pb: SpectralProblem) -> np.ndarray:
     """At Q = 1 the gradient is the data term and the prior's Hessian 1/L: :math:`Q = 1 - L\\,\\partial_Q S|_{Q=1}`
     (Eq. (D2) of :mod:`renormpp.theory`)."""
     eye = np.eye(pb.D)
-    _, G1 = _terms(eye, pb.spec, pb.N1, pb.T, pb.lambda1, depth=pb.depth)
+    _, G1 = _terms(eye, pb.spectrum, pb.N1, pb.T, pb.lambda1, depth=pb.depth)
     return eye - pb.depth * G1
 
 
@@ -71,7 +71,7 @@ def _one_loop(pb: SpectralProblem):
     """The one-loop order parameter(s): ``(Q, R, grad_norm, n_iter)``, R and grad_norm None for an odd activation
     (computed from Q by the caller)."""
     if pb.mean_t is not None:
-        return nonodd.solve(pb.spec, pb.mean_t, pb.T, pb.lambda1, pb.N1, one_loop=True, gtol=pb.gtol,
+        return nonodd.solve(pb.spectrum, pb.mean_t, pb.T, pb.lambda1, pb.N1, one_loop=True, gtol=pb.gtol,
                             maxiter=pb.maxiter)
     return _one_loop_Q(pb), None, None, 0
 
@@ -81,11 +81,11 @@ def _saddle_point(pb: SpectralProblem):
     definite), L-BFGS where Newton stalls (:func:`renormpp.theory.action._minimize`); for a non-odd activation the
     root search of :func:`renormpp.theory.nonodd.solve`."""
     if pb.mean_t is not None:
-        return nonodd.solve(pb.spec, pb.mean_t, pb.T, pb.lambda1, pb.N1, one_loop=False, gtol=pb.gtol,
+        return nonodd.solve(pb.spectrum, pb.mean_t, pb.T, pb.lambda1, pb.N1, one_loop=False, gtol=pb.gtol,
                             maxiter=pb.maxiter)
     Q1 = _one_loop_Q(pb)
     Q0 = Q1 if np.linalg.eigvalsh(Q1)[0] > 0.05 else np.eye(pb.D)
-    Q, n_iter = _minimize(Q0, pb.spec, pb.N1, pb.T, pb.lambda1, pb.gtol, pb.maxiter, depth=pb.depth)
+    Q, n_iter = _minimize(Q0, pb.spectrum, pb.N1, pb.T, pb.lambda1, pb.gtol, pb.maxiter, depth=pb.depth)
     return Q, None, None, n_iter
 
 

@@ -94,11 +94,11 @@ def _compiled():
     return jax.jit(grad), jax.jit(jax.jacfwd(grad))
 
 
-def _gradient_and_jacobian(spec, mt, T, lambda1, N1):
+def _gradient_and_jacobian(spectrum, mt, T, lambda1, N1):
     """``(grad(theta), jacobian(theta))`` of (N1) in the upper-triangle coordinates, float64. The root search asks
     for the Jacobian only now and then (MINPACK's hybrj updates it by Broyden's rule in between)."""
     grad, jac = _compiled()
-    args = (spec.k, mt, spec.Yt, float(T), float(lambda1), float(N1))
+    args = (spectrum.k, mt, spectrum.Yt, float(T), float(lambda1), float(N1))
 
     def as_numpy(fn):
         def call(theta):
@@ -109,16 +109,16 @@ def _gradient_and_jacobian(spec, mt, T, lambda1, N1):
     return as_numpy(grad), as_numpy(jac)
 
 
-def solve(spec, mt, T: float, lambda1: float, N1: float, *, one_loop: bool, gtol: float, maxiter: int):
+def solve(spectrum, mt, T: float, lambda1: float, N1: float, *, one_loop: bool, gtol: float, maxiter: int):
     """``(Q, R, grad_norm, n_iter)`` at the stationary point of (N1) (or its one-loop expansion)."""
-    D = spec.Yt.shape[1]
+    D = spectrum.Yt.shape[1]
     start = _pack(np.eye(D), np.zeros((D, D)))
     with x64_context():
-        grad_fn, jac_fn = _gradient_and_jacobian(spec, mt, T, lambda1, N1)
+        grad_fn, jac_fn = _gradient_and_jacobian(spectrum, mt, T, lambda1, N1)
         if one_loop:
             import jax
 
-            args = (spec.k, mt, spec.Yt, T, lambda1)
+            args = (spectrum.k, mt, spectrum.Yt, T, lambda1)
             g = jax.grad(lambda th: _data_term(*_split(th, D), *args) / N1)(start)
             gQ, gQhat = (np.asarray(x) for x in _unpack(g, D))
             off = np.where(np.eye(D, dtype=bool), 1.0, 0.5)  # upper-triangle coordinates count off-diagonals twice
@@ -141,15 +141,15 @@ def _split(theta, D):
     return Q, jnp.linalg.inv(jnp.eye(D) + Qhat)
 
 
-def action(spec, mt, T, lambda1, N1, Q, Qhat) -> float:
+def action(spectrum, mt, T, lambda1, N1, Q, Qhat) -> float:
     """S(Q, Qhat) of (N1) at given order parameters."""
     with x64_context():
-        return float(_action(_pack(Q, Qhat), spec.k, mt, spec.Yt, T, lambda1, N1))
+        return float(_action(_pack(Q, Qhat), spectrum.k, mt, spectrum.Yt, T, lambda1, N1))
 
 
-def system(spec, mt, Q, R, T: float, lambda1: float) -> LowRankSystem:
+def system(spectrum, mt, Q, R, T: float, lambda1: float) -> LowRankSystem:
     """The train covariance of (N1) in the form (W1) of :mod:`.lowrank`."""
-    return LowRankSystem(spec.k, Q / lambda1, mt[:, None], (R - Q) / lambda1, T, spec.Yt)
+    return LowRankSystem(spectrum.k, Q / lambda1, mt[:, None], (R - Q) / lambda1, T, spectrum.Yt)
 
 
 def test_terms(Q, R, lambda1: float, kappa, k00, m0):

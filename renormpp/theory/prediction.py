@@ -41,13 +41,13 @@ class Prediction:
         return np.maximum(np.linalg.eigvalsh(self.cov), 0.0)
 
 
-def renormalized_moments(spec: Spectrum, Q, T: float, lambda1: float, kappa, k00):
+def renormalized_moments(spectrum: Spectrum, Q, T: float, lambda1: float, kappa, k00):
     r"""``(mean, cov)`` at test points of the Gaussian process with the renormalized kernel :math:`Q\otimes K/\lambda_1`
     (supplement, eq:SM_bias and eq:SM_var): the mean :math:`\Gamma` (P0, D) and the covariance :math:`\Sigma`
-    (P0, D, D), without the observation noise T, from the eigendecomposition ``spec`` of the train kernel K, the
+    (P0, D, D), without the observation noise T, from the eigendecomposition ``spectrum`` of the train kernel K, the
     train-test kernel in its eigenbasis ``kappa`` = V^T K(X, X0) (P, P0) and the test diagonal ``k00`` = K(x0, x0)
     (P0,) (:func:`renormpp.theory.action.moments`, which gives Σ in the eigenbasis of Q)."""
-    mean, s, U = moments(spec, Q, T, lambda1, kappa, k00)
+    mean, s, U = moments(spectrum, Q, T, lambda1, kappa, k00)
     return mean, np.einsum("ia,pa,ja->pij", U, s, U)
 
 

@@ -50,7 +50,7 @@ import numpy as np
 from ..network import ActivationLike, hidden, readout_given_features, x64_context
 
 
-class Tilt(NamedTuple):
+class OracleTilt(NamedTuple):
     """The oracles of a set of posterior draws: ``G`` (S1) (P, P) averaged over the draws, ``B`` the cavity inverse
     of (S3) averaged over neurons and draws, ``residual`` :math:`\\langle A^{-1}\\rangle Y` (P, D: the readout's
     residual at the training points, times 1/T where the features fit nothing), ``c`` = lambda1 N1 and the number of
@@ -79,7 +79,7 @@ def _one(w, X, activation):
     return hidden({"w": w[None, :]}, X, activation)[:, 0]
 
 
-def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: ActivationLike = "erf") -> Tilt:
+def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: ActivationLike = "erf") -> OracleTilt:
     """The tilt (S1) and the cavity inverse of (S3) averaged over posterior draws ``w`` (draws, N1, N0) of the first
     layer (chains flattened into draws), in float64. Without neuron i, by Sherman-Morrison,
     :math:`A_{-i}^{-1} = A^{-1} + A^{-1}s_i s_i^\\top A^{-1}/(c - s_i^\\top A^{-1} s_i)`."""
@@ -107,7 +107,7 @@ def oracle_tilt(w, X, Y, *, T: float, lambda1: float = 1.0, activation: Activati
         R += r
         As = Ainv @ s  # (P, N1)
         Bbar += Ainv + (As / (c - np.einsum("pi,pi->i", s, As))) @ As.T / N1
-    return Tilt(G=G / n, B=Bbar / n, residual=R / n, c=float(c), draws=n)
+    return OracleTilt(G=G / n, B=Bbar / n, residual=R / n, c=float(c), draws=n)
 
 
 def log_tilt(w, X, G, activation: ActivationLike = "erf"):
