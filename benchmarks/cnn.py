@@ -43,7 +43,7 @@ def case(P: int, patch: int, N1: float, kernel_memory: float, evaluate_only: boo
     t1 = time.perf_counter()
     out = dict(P=P, patch=patch, n_p=conv.n_patches, N1=N1, D=d.Y.shape[1], held=kernels.cached,
                kernel_gb=kernels.nbytes / 1e9, kernels_s=t1 - t0)
-    pb = cv._Problem(kernels, y, N1, T, LAMBDA1)
+    pb = cv._PatchData(kernels, y, N1, T, LAMBDA1)
     if evaluate_only:  # one evaluation of S and dS/dQ at Q = 1: two passes over the kernels
         pb.at(np.eye(pb.n))
         out.update(evaluation_s=time.perf_counter() - t1)

@@ -175,13 +175,13 @@ def test_the_checker_sees_a_circle_and_a_layer_violation(tmp_path, monkeypatch):
 
 
 #: Modules of more than one idea that issue 44 (item 3) split into packages of one idea a module, with every name
-#: they had: the public ones, and the private ones that other code imports (benchmarks/cnn.py: _Problem, _fit)
+#: they had: the public ones, and the private ones that other code imports (benchmarks/cnn.py: _PatchData, _fit)
 SPLIT = {
     "renormpp.plots": ["HOLLOW", "POINTS", "architectures_vs_N1", "autocorr", "baselines_vs_N1", "discrepancy_vs_N1",
                        "ess", "generalization_vs_N1", "kernel_vs_N1", "local_overlaps", "log_axis", "mc_analysis",
                        "overlap_heatmaps", "overlaps_vs_N1", "save", "scaling", "theory_lines", "trace", "validity_map"],
     "renormpp.theory.conv": ["CHUNK_MEMORY", "CONV_METHODS", "ConvFit", "KERNEL_MEMORY", "PatchKernels",
-                             "check_method", "solve", "_Problem", "_fit"],
+                             "check_method", "solve", "_PatchData", "_fit"],
 }
 #: the most lines a module of a split package may have (the old plots.py had 627, theory/conv.py 637)
 MAX_LINES = 300

@@ -74,7 +74,7 @@ __all__ = ["SpecialistFit", "solve", "sweep", "conditional"]
 # the blocks of (SP1) in the eigenbasis of K
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Problem:
+class _SplitData:
     X: np.ndarray
     Y: np.ndarray
     kappa: np.ndarray  # (P,) eigenvalues of K
@@ -98,7 +98,7 @@ class _Problem:
         return s / np.sqrt(self.lambda1 * self.N1)
 
 
-def _blocks(pb: _Problem, Q, St):
+def _blocks(pb: _SplitData, Q, St):
     """Per draw and eigen-direction d of Q: the diagonal a (D, P), the Woodbury core inverse Minv (n, D, k, k),
     and the rotated labels z (D, P). ``St`` (n, P, k) are the scaled features in K's eigenbasis."""
     q, U = np.linalg.eigh(0.5 * (Q + Q.T))
@@ -111,7 +111,7 @@ def _blocks(pb: _Problem, Q, St):
     return q, U, a, z, Sa, np.linalg.inv(M) if St.shape[-1] else M
 
 
-def _energy(pb: _Problem, Q, St):
+def _energy(pb: _SplitData, Q, St):
     r"""The average over draws of (SP1)'s Q-dependent part, :math:`\frac{N_b}{2}[{\rm Tr}Q - \log\det Q] +
     \frac12\langle y^\top A^{-1}y + \log\det A\rangle`, and its gradient (SP3) (D, D)."""
     q, U, a, z, Sa, Minv = _blocks(pb, Q, St)
@@ -128,7 +128,7 @@ def _energy(pb: _Problem, Q, St):
     return float(E), _sym(grad)
 
 
-def _gradient(pb: _Problem, Q, St) -> np.ndarray:
+def _gradient(pb: _SplitData, Q, St) -> np.ndarray:
     """The average over draws of (SP3): the derivative of the data term, a (D, D) matrix."""
     Nb = pb.N1 - pb.k
     _, grad = _energy(pb, Q, St)
@@ -139,7 +139,7 @@ def _sym(A):
     return 0.5 * (A + A.T)
 
 
-def _self_consistent_Q(pb: _Problem, Q, St, gtol=1e-9):
+def _self_consistent_Q(pb: _SplitData, Q, St, gtol=1e-9):
     """(SP2) on fixed draws: the minimum over SPD Q of the averaged energy (:func:`_energy`), by L-BFGS on the
     Cholesky factor of Q (Q = L L^T, dE/dL = 2 G L; :func:`renormpp.theory.action.minimize_cholesky`, on L itself)."""
 
@@ -152,7 +152,7 @@ def _self_consistent_Q(pb: _Problem, Q, St, gtol=1e-9):
     return minimize_cholesky(terms, Q, gtol=gtol, maxiter=2000, maxcor=10, log_diagonal=False).Q
 
 
-def _log_density(pb: _Problem, Q):
+def _log_density(pb: _SplitData, Q):
     """:math:`-E(Q, W_s)` up to a constant, a JAX function of W_s (k, N0) in float64 (Woodbury in K's basis)."""
     import jax.numpy as jnp
 
@@ -176,7 +176,7 @@ def _log_density(pb: _Problem, Q):
     return log_p
 
 
-def _templates(pb: _Problem, chains: int, rng) -> np.ndarray:
+def _templates(pb: _SplitData, chains: int, rng) -> np.ndarray:
     """Starts (chains, k, N0): even chains from the prior, odd ones with the neurons on the label-contrast templates
     (the centred class means, :func:`renormpp.mcstats.specialists.label_contrasts` with ``pairs=False``, scaled to the
     prior's norm) plus prior noise. The classes are the labels' argmax, or for one output its halves at the median."""
@@ -190,7 +190,7 @@ def _templates(pb: _Problem, chains: int, rng) -> np.ndarray:
     return W
 
 
-def _sample(pb: _Problem, Q, init, num_warmup: int, num_samples: int, seed: int, thinning: int, sampler):
+def _sample(pb: _SplitData, Q, init, num_warmup: int, num_samples: int, seed: int, thinning: int, sampler):
     """Draws (chains * num_samples, k, N0) of p(W_s | Q) by ``sampler`` (the signature of
     :mod:`renormpp.mcmc.sampling`) in float64, and the last states (chains, k, N0)."""
     import jax
@@ -239,7 +239,7 @@ class SpecialistFit(FitShape):
     W: np.ndarray
     k: int
     history: list
-    _pb: _Problem
+    _pb: _SplitData
     chains: int = 1
     noise: float = 0.0
     rtol: float = 0.01
@@ -335,7 +335,7 @@ class SpecialistFit(FitShape):
         return np.einsum("pq,nqk->npk", self._pb.V.T, self._pb.scaled_features(self.W))
 
 
-def _predict(pb: _Problem, Q, W, X0, chunk: int = 16):
+def _predict(pb: _SplitData, Q, W, X0, chunk: int = 16):
     """Mean (n, P0, D) and variances (n, P0, D) along Q's eigenvectors at ``X0`` per draw, ``chunk`` draws at a time,
     and those eigenvectors U."""
     X0 = np.asarray(X0, np.float64)
@@ -397,7 +397,7 @@ def conditional(X, Y, W, *, N1: int, T: float, Q=None, lambda0: float = 1.0, lam
     return SpecialistFit(Q=Q, W=W, k=W.shape[1], history=[], _pb=pb)
 
 
-def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _Problem:
+def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _SplitData:
     from ..network import ODD_ACTIVATIONS, get_activation
 
     X = np.asarray(X, np.float64)
@@ -416,11 +416,11 @@ def _problem(X, Y, N1, k, T, lambda0, lambda1, activation) -> _Problem:
         raise ValueError(f"the bulk's theory needs an odd activation; {act.name!r} is not (use one of "
                          f"{', '.join(ODD_ACTIVATIONS)})")
     kappa, V = np.linalg.eigh(nngp(X, lambda0=lambda0, activation=activation))
-    return _Problem(X=X, Y=Y, kappa=np.maximum(kappa, 0.0), V=V, N1=int(N1), k=int(k), T=float(T),
+    return _SplitData(X=X, Y=Y, kappa=np.maximum(kappa, 0.0), V=V, N1=int(N1), k=int(k), T=float(T),
                     lambda0=float(lambda0), lambda1=float(lambda1), activation=activation)
 
 
-def _start_Q(pb: _Problem) -> np.ndarray:
+def _start_Q(pb: _SplitData) -> np.ndarray:
     from .fit import solve_renormalized as exact
 
     return np.asarray(exact(pb.X, pb.Y, N1=pb.N1, T=pb.T, lambda0=pb.lambda0, lambda1=pb.lambda1,

@@ -104,7 +104,7 @@ passes over them that (C3) and (C5) make); :mod:`.action`, the action (C4) at on
 Hessian (C6), and its minimization from the one-loop Q (C7); :mod:`.fit`, :func:`solve` and its result
 :class:`ConvFit`, with the predictions (C8)-(C10).
 """
-from .action import _Problem  # noqa: F401 (with _fit: the parts of a solve that benchmarks/cnn.py times apart)
+from .action import _PatchData  # noqa: F401 (with _fit: the parts of a solve that benchmarks/cnn.py times apart)
 from .fit import CONV_METHODS, ConvFit, _fit, check_method, solve  # noqa: F401
 from .patch_kernels import CHUNK_MEMORY, KERNEL_MEMORY, PatchKernels
 

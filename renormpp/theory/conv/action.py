@@ -19,7 +19,7 @@ from .patch_kernels import PatchKernels
 # the action at one Q
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Problem:
+class _PatchData:
     """The data and parameters of one solve: kernels, labels stacked by output (y of (C3)), C = N1, T, lambda1."""
 
     kernels: PatchKernels
@@ -70,7 +70,7 @@ def _one_thread():
     return _blas().limit(limits=1, user_api="blas")
 
 
-def _factor(pb: _Problem, Q: np.ndarray):
+def _factor(pb: _PatchData, Q: np.ndarray):
     """The Cholesky factor of A (C3) at Q and r = A^{-1} y; a LinAlgError where A is not positive definite."""
     A = pb.kernels.combine(pb.four(Q)) * pb.scale
     A[np.diag_indices_from(A)] += pb.T
@@ -91,7 +91,7 @@ def _inverse(cf) -> np.ndarray:
 class _At:
     """The action (C4) at one Q (S = inf off the SPD cone), and on demand its gradient (C5) and Hessian (C6)."""
 
-    def __init__(self, pb: _Problem, Q, grad: bool = True):
+    def __init__(self, pb: _PatchData, Q, grad: bool = True):
         self.pb, self.Q = pb, _sym(np.asarray(Q, dtype=np.float64))
         self.S, self.G = np.inf, None
         try:
@@ -159,7 +159,7 @@ def _pcg(st: _At, tol: float, maxiter: int) -> np.ndarray:
     return x
 
 
-def _newton(pb: _Problem, st: _At, gtol: float, maxiter: int):
+def _newton(pb: _PatchData, st: _At, gtol: float, maxiter: int):
     """Newton-CG on symmetric Q from the state ``st`` (at an SPD Q, with its gradient) with a backtracking (Armijo)
     line search that keeps Q positive definite: ``(state, iterations, converged)``; it stops early where no step
     lowers S (far from the minimum)."""
@@ -189,7 +189,7 @@ def _newton(pb: _Problem, st: _At, gtol: float, maxiter: int):
     return st, maxiter, bool(np.linalg.norm(st.G) <= gtol)
 
 
-def _minimize(pb: _Problem, st: _At, gtol: float, maxiter: int):
+def _minimize(pb: _PatchData, st: _At, gtol: float, maxiter: int):
     """Newton-CG from the state ``st``; where it stalls, L-BFGS on a Cholesky factor of Q (the fully connected solver's
     :func:`renormpp.theory.action.minimize_cholesky`) and Newton-CG again. Returns ``(state, iterations)``."""
     st, n_iter, ok = _newton(pb, st, gtol, min(maxiter, 100))
@@ -200,7 +200,7 @@ def _minimize(pb: _Problem, st: _At, gtol: float, maxiter: int):
     return st, n_iter + lbfgs.n_iter + n_newton
 
 
-def _solve(pb: _Problem, method: str, gtol: float, maxiter: int):
+def _solve(pb: _PatchData, method: str, gtol: float, maxiter: int):
     """``(state at Q, n_iter)`` of ``method``: Q = 1, the one-loop Q of (C7), or the minimum of (C4)."""
     eye = np.eye(pb.n)
     st = pb.at(eye)

@@ -15,7 +15,7 @@ from ...network import ODD_ACTIVATIONS, ActivationLike, get_activation
 from ...patches import Patches, PatchesLike, as_patches
 from ..methods import METHODS, get_method, reason_of
 from ..prediction import FitShape, Prediction
-from .action import _factor, _inverse, _Problem, _solve
+from .action import _factor, _inverse, _PatchData, _solve
 from .patch_kernels import KERNEL_MEMORY, PatchKernels
 
 #: The methods of the convolutional theory (the others of :data:`renormpp.theory.METHODS` are not derived for it).
@@ -88,8 +88,8 @@ class ConvFit(FitShape):
         :math:`\sum_{c,i} v_{aci} v_{bci}/(C n_p)` of a sampled network (C10)."""
         return np.einsum("aibi->ab", self.local_overlap) / self.n_patches
 
-    def _problem(self, N1=None, T=None, lambda1=None) -> _Problem:
-        return _Problem(self.kernels, self.y, self.N1 if N1 is None else N1, self.T if T is None else T,
+    def _problem(self, N1=None, T=None, lambda1=None) -> _PatchData:
+        return _PatchData(self.kernels, self.y, self.N1 if N1 is None else N1, self.T if T is None else T,
                         self.lambda1 if lambda1 is None else lambda1)
 
     def action_and_gradient(self, Q) -> tuple[float, np.ndarray]:
@@ -214,11 +214,11 @@ def solve(X, Y, N1, T: float = 0.01, lambda0: float = 1.0, lambda1: float = 1.0,
     gtol = _positive("gtol", gtol, "tolerance on |dS/dQ|")
     maxiter = positive_int("maxiter", maxiter, "Newton iterations")
     kernels = PatchKernels(X, conv, lambda0, activation, _positive("kernel_memory", kernel_memory, "bytes"))
-    pb = _Problem(kernels, np.ascontiguousarray(Y.T).ravel(), N1, T, lambda1)
+    pb = _PatchData(kernels, np.ascontiguousarray(Y.T).ravel(), N1, T, lambda1)
     return _fit(pb, X, lambda0, activation, method, gtol, maxiter)
 
 
-def _fit(pb: _Problem, X, lambda0, activation, method, gtol, maxiter) -> ConvFit:
+def _fit(pb: _PatchData, X, lambda0, activation, method, gtol, maxiter) -> ConvFit:
     check_method(method, activation)
     st, n_iter = _solve(pb, method, gtol, maxiter)
     record = METHODS[method]
