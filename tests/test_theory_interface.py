@@ -12,7 +12,8 @@ from renormpp.mcstats import error_of_mean
 N1, T = 30, 0.1
 #: small options for the theories that iterate or sample, so that every record solves in seconds here
 OPTIONS = {"shared_field": dict(neurons=2000, proposal="fitted"),
-           "specialists": dict(k=1, iterations=3, num_warmup=150, num_samples=100, chains=2)}
+           "specialists": dict(k=1, iterations=3, num_warmup=150, num_samples=100, chains=2),
+           "measured_kernel": dict(kernel=lambda A, B: rp.kernels.nngp(A, B))}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,8 @@ def test_spec_compare_takes_fits_of_any_theory(spec, fits, draws):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = spec.compare(draws, *shown, cut=0)
-    names = ["exact", "one_loop", "infinite_width", "corrected", "adaptive_kernel", "shared_field", "specialists[k=1]"]
+    names = ["exact", "one_loop", "infinite_width", "corrected", "adaptive_kernel", "shared_field", "specialists[k=1]",
+             "measured_kernel"]
     assert list(dict.fromkeys(table.columns.get_level_values(0))) == ["sampled", *names]
     mc = error_of_mean(draws["eps_g"], cut=0)
     for name, fit in zip(names, shown):
@@ -134,3 +136,34 @@ def test_a_recorded_fit_compares_as_its_fit_and_refuses_another_test_set(spec, f
                                    rtol=1e-12, equal_nan=True)
         with pytest.raises(ValueError, match="recorded on another test set"):
             rec.generalization_error(X0[:-1], Y0[:-1])
+
+
+def test_the_measured_kernel_theory_with_the_nngp_kernel_is_the_exact_theory(spec, fits):
+    """The oracle record (method="measured_kernel") given the NNGP kernel itself as its measured kernel: Q, the
+    predictions and eps_g are the exact theory's, which computes its test kernel on its own (TheoryFit.test_kernel)."""
+    X0, Y0 = spec._test_set()
+    oracle, exact = fits["measured_kernel"], fits["exact"]
+    assert oracle.theory == "exact" and oracle.converged
+    np.testing.assert_allclose(oracle.Q, exact.Q, rtol=1e-7)
+    a, b = oracle.predict(X0), exact.predict(X0)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(a.cov, b.cov, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(oracle.generalization_error(X0, Y0), exact.generalization_error(X0, Y0), rtol=1e-7)
+    with pytest.raises(ValueError, match="needs the option 'kernel'"):
+        spec.theory("measured_kernel")
+    with pytest.raises(ValueError, match="a measured kernel takes the methods exact, one_loop, infinite_width"):
+        spec.theory("measured_kernel", kernel=OPTIONS["measured_kernel"]["kernel"], theory="corrected")
+
+
+def test_the_sampled_kernel_is_the_draws_mean_feature_product():
+    """rp.theory.measured.sampled_kernel against a loop over draws and neurons with scipy's erf."""
+    from scipy.special import erf
+
+    rng = np.random.default_rng(0)
+    w, A, B = rng.normal(size=(3, 2, 5, 4)), rng.normal(size=(6, 4)), rng.normal(size=(3, 4))
+    ref = np.zeros((6, 3))
+    for draw in w.reshape(-1, 5, 4):
+        for neuron in draw:
+            ref += np.outer(erf(A @ neuron / 2.0), erf(B @ neuron / 2.0))
+    ref /= 6 * 5
+    np.testing.assert_allclose(rp.theory.measured.sampled_kernel(w, "erf")(A, B), ref, rtol=1e-12)

@@ -60,7 +60,7 @@ def test_a_registered_method_is_solved_and_stored_in_theory_json(toy, data):
     assert out["toy"] == out["infinite_width"] and out["toy"]["applies"]
     again = theory.solve(data.X, data.Y, N1=20, method="toy")
     assert again.method == "toy" and "infinite width: nothing solved" in repr(again)
-    with pytest.raises(ValueError, match="'specialists' or 'toy'"):
+    with pytest.raises(ValueError, match="'measured_kernel' or 'toy'"):
         theory.solve(data.X, data.Y, N1=20, method="two_loop")
 
 

@@ -76,7 +76,8 @@ bulk of N1 - k, equations (SP1)-(SP4); within 7% of the sampled network on MNIST
 and 1000), where the exact theory is 47-69% off; the exact theory where no neuron specializes (docs/validity.md,
 "Specialists"). It samples its specialists: minutes.
 """
-from . import action, adaptive_kernel, conv, corrected, hidden, lowrank, methods, nonodd, registry, shared_field, specialists
+from . import (action, adaptive_kernel, conv, corrected, hidden, lowrank, measured, methods, nonodd, registry, shared_field,
+               specialists)
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit
@@ -87,5 +88,5 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
 
 __all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
            "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive_kernel", "applies",
-           "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "methods", "moments",
+           "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "measured", "methods", "moments",
            "nonodd", "noun_of", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]
