@@ -44,6 +44,10 @@ from .action import Spectrum
 from .methods import BASELINE, SpectralProblem, get_method
 from .prediction import renormalized_moments
 
+#: the kernel-renormalization methods that take any kernel in place of the NNGP kernel (the corrected theory's 1/N1
+#: term is the NNGP kernel's own): :func:`with_kernel` and the ``measured_kernel`` theory (:mod:`.measured`)
+KERNEL_METHODS = ("exact", "one_loop", BASELINE)
+
 
 def _check_covered(fit) -> None:
     if fit.nonodd or fit.depth != 1:
@@ -180,7 +184,7 @@ def with_kernel(K, Y, *, N1, T: float, lambda1: float = 1.0, method: str = "exac
     if not np.all(np.isfinite(K)):
         raise ValueError("K has NaN or inf entries")
     record = get_method(method)
-    if method not in ("exact", "one_loop", BASELINE):
+    if method not in KERNEL_METHODS:
         raise ValueError(f"with_kernel solves the methods exact, one_loop and infinite_width; got {method!r}")
     spectrum = Spectrum.from_kernel(0.5 * (K + K.T), Y)
     Q = record.solve(SpectralProblem(spectrum, float(N1), float(T), float(lambda1), 1, gtol, maxiter, None))[0]

@@ -19,11 +19,10 @@ from .._checks import data_pair
 from ..network import ActivationLike
 from .action import Spectrum
 from .fit import TheoryFit, _solve_spectrum
+from .hidden import KERNEL_METHODS
 from .prediction import FitShape, Prediction, predict_in_batches, renormalized_moments
 from .single_neuron import features
 
-#: the kernel-renormalization methods a measured kernel takes (the corrected theory's 1/N1 term is the NNGP kernel's)
-THEORIES = ("exact", "one_loop", "infinite_width")
 
 
 def sampled_kernel(w, activation: ActivationLike = "erf") -> Callable:
@@ -139,8 +138,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
         For another ``theory``, a kernel that is not a finite (P, P) matrix at the training inputs, or data of
         mismatched shapes.
     """
-    if theory not in THEORIES:
-        raise ValueError(f"a measured kernel takes the methods {', '.join(THEORIES)}; got theory={theory!r}")
+    if theory not in KERNEL_METHODS:
+        raise ValueError(f"a measured kernel takes the methods {', '.join(KERNEL_METHODS)}; got theory={theory!r}")
     if not callable(kernel):
         raise ValueError("kernel must be a function kernel(A, B) of two input sets, e.g. "
                          "renormpp.theory.measured.sampled_kernel(w) of the sampled hidden weights")
@@ -155,4 +154,4 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
     return MeasuredKernelFit(inner=inner, kernel=kernel, batch_size=int(batch_size))
 
 
-__all__ = ["MeasuredKernelFit", "THEORIES", "sampled_kernel", "solve"]
+__all__ = ["MeasuredKernelFit", "sampled_kernel", "solve"]
