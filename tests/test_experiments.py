@@ -343,7 +343,7 @@ def test_the_theory_table_brings_the_theories_beyond_kernel_renormalization(tmp_
     result = json.loads((point / "result.json").read_text())
     assert {"exact", "adaptive_kernel", "specialists[k=1]"} <= set(result["eps_g_theory"])
     report = (out / "report.md").read_text()
-    assert "| adaptive Δ | adaptive z |" in report and "| closest |" in report
+    assert "| adaptive_kernel Δ | adaptive_kernel z |" in report and "| closest |" in report
     # resumed: the records are read back; a solve now would raise
     (point / "result.json").unlink()
     monkeypatch.setattr(rp.theory.specialists, "solve", lambda *a, **k: pytest.fail("solved again"))
