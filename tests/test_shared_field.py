@@ -549,15 +549,17 @@ def test_a_long_maxiter_is_a_cap_the_averaged_solve_stops_beyond_its_monte_carlo
     """With neurons moved to (F1) a maxiter above the default 80 is a cap: once averaging (its second half) the solve
     stops at the first iteration where both the residuals and the Monte Carlo error of the averaged moments
     (``mc_error``, from two halves of the iterations) are below tol; a solve of the default length runs it through,
-    however early they fall (a tol of 1 is met at once), so its answers do not change. Measured here: with 500 neurons
-    the residuals cross 1e-2 at iteration 90 (where the rule without the error stopped) while the error stays at
-    0.012, so the solve does not converge in 160 and says why; with 2000 neurons it stops at 108 (error 0.0097).
+    however early they fall (a tol of 1 is met at once), so its answers do not change. Measured here (seeds 0-7 stand
+    for other trajectories): with 500 neurons and tol 5e-3 the residuals fall to 0.0013-0.0018 after iteration 80
+    (where the rule without the error would stop) while the error stays at 0.0088-0.0128, so the solve does not
+    converge in 160 and says why (at tol 1e-2 the error, about 0.010-0.013, met it on some trajectories); with 2000
+    neurons and tol 1e-2 it stops at 97-113 (error 0.0085-0.0099, falling with the iterations).
     ``progress``: a line per iteration (stderr is no terminal here) with its residuals and the error."""
     X, Y, _, _ = _data()
-    noisy = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=160, tol=1e-2, populations=2)
+    noisy = sf.solve(X, Y, N1=8, T=0.05, neurons=500, maxiter=160, tol=5e-3, populations=2)
     worst = np.max(noisy.residuals, axis=1)
     assert not noisy.converged and noisy.n_iter == 160 and "Monte Carlo error" in noisy.reason, noisy.reason
-    assert np.min(worst[80:]) < 1e-2 <= max(noisy.mc_error)  # within tol of its own noisy moments: not converged
+    assert np.min(worst[80:]) < 5e-3 <= max(noisy.mc_error)  # within tol of its own noisy moments: not converged
     fit = sf.solve(X, Y, N1=8, T=0.05, neurons=2000, maxiter=160, tol=1e-2, populations=2, progress=True)
     worst = np.max(fit.residuals, axis=1)
     assert fit.converged and 85 < fit.n_iter < 160 and worst[-1] < 1e-2, (fit.n_iter, fit.reason)
