@@ -232,7 +232,7 @@ class Spec:
         ----------
         method : str, default "exact"
             Any name of :data:`renormpp.theory.THEORIES` (``"exact"``, ``"one_loop"``, ``"infinite_width"``,
-            ``"corrected"``, ``"adaptive_kernel"``, ``"shared_field"``, ``"specialists"``).
+            ``"corrected"``, ``"adaptive_kernel"``, ``"shared_field"``, ``"specialists"``, ``"field_specialists"``).
         **solver
             The theory's own options (``renormpp.theory.THEORIES[method].options``: ``gtol`` and ``maxiter`` for
             the kernel methods, ``k`` for the specialists, ...).

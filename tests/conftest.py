@@ -142,6 +142,7 @@ CHECK_TIER = (
     "test_theory_beyond.py::test_corrected_moves_toward_the_sampled_networks_where_the_leading_order_deviates",
     "test_theory_beyond.py::test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width",
     "test_specialist_theory.py::test_against_sampled_networks_where_specialists_appear",
+    "test_field_specialists.py::test_against_sampled_networks_at_two_widths",
 )
 
 

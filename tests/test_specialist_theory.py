@@ -10,6 +10,7 @@ import pytest
 import renormpp as rp
 from renormpp.network import hidden, x64_context
 from renormpp.theory import specialists as sp
+from hyperplane import hyperplane_problem, nuts_posterior
 from stat_bounds import assert_z_within
 
 T = 0.05
@@ -147,28 +148,9 @@ def test_against_sampled_networks_where_specialists_appear():
     test-train covariance in the predictions eps_g is 2.30 and the test fails; two bugs this test does not see (the
     specialists' determinant dropped from (SP1), their features not divided by sqrt(lambda1 N1)) fail
     test_gradient_density_and_fixed_point_against_dense_algebra."""
-    import jax
-    from numpyro.infer import MCMC, NUTS
-
-    from renormpp.readout import rao_blackwell
-
-    P, N0, N1, T_ = 60, 6, 6, 0.05
-    rng = np.random.default_rng(0)
-    u = rng.standard_normal(N0)
-    u /= np.linalg.norm(u)
-
-    def data(n):
-        X = rng.standard_normal((n, N0))
-        return X, np.eye(2)[(X @ u > 0).astype(int)]
-
-    X, Y = data(P)
-    X0, Y0 = data(300)
-    with jax.enable_x64(True):
-        mcmc = MCMC(NUTS(rp.models.one_hidden_layer), num_warmup=500, num_samples=1000, num_chains=2,
-                    chain_method="sequential", progress_bar=False)
-        mcmc.run(jax.random.PRNGKey(0), X, Y, N1=N1, T=T_, integrate_v=True)
-        w = np.asarray(mcmc.get_samples()["w"])
-        eps = np.asarray(jax.jit(jax.vmap(rao_blackwell(X, Y, X0, Y0, T=T_, lambda1=1.0)))({"w": w})["eps_g"])
+    N1, T_ = 6, 0.05
+    X, Y, X0, Y0, u = hyperplane_problem()
+    w, eps, _ = nuts_posterior(X, Y, X0, Y0, N1=N1, T=T_)
     sampled, err = eps.mean(), eps.reshape(20, -1).mean(axis=1).std(ddof=1) / np.sqrt(20)
     per_neuron = np.sort(((w @ u) ** 2).mean(axis=0))[::-1]
     network_specialists = int(np.sum(per_neuron > 9))

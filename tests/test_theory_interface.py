@@ -13,6 +13,8 @@ N1, T = 30, 0.1
 #: small options for the theories that iterate or sample, so that every record solves in seconds here
 OPTIONS = {"shared_field": dict(neurons=2000, proposal="fitted"),
            "specialists": dict(k=1, iterations=3, num_warmup=150, num_samples=100, chains=2),
+           "field_specialists": dict(k=1, neurons=500, iterations=2, inner=6, num_warmup=150, num_samples=100,
+                                     chains=2, rtol=0.2),
            "measured_kernel": dict(kernel=lambda A, B: rp.kernels.nngp(A, B))}
 
 
@@ -58,7 +60,7 @@ def test_every_theory_is_reached_by_solve_and_keeps_the_protocol(spec, fits):
         ov = fit.readout_overlap
         assert ov.shape == (2, 2) and np.allclose(ov, ov.T)
         err = fit.monte_carlo_error(X0, Y0)
-        sampled = name == "specialists"
+        sampled = name in ("specialists", "field_specialists")
         assert (fit.draws > 0) == sampled
         assert (err["eps_g"] > 0) == sampled and err["overlap"].shape == (2, 2)
 
@@ -78,7 +80,7 @@ def test_spec_compare_takes_fits_of_any_theory(spec, fits, draws):
         warnings.simplefilter("ignore")
         table = spec.compare(draws, *shown, cut=0)
     names = ["exact", "one_loop", "infinite_width", "corrected", "adaptive_kernel", "shared_field", "specialists[k=1]",
-             "measured_kernel"]
+             "field_specialists[k=1]", "measured_kernel"]
     assert list(dict.fromkeys(table.columns.get_level_values(0))) == ["sampled", *names]
     mc = error_of_mean(draws["eps_g"], cut=0)
     for name, fit in zip(names, shown):

@@ -75,9 +75,11 @@ at alpha >= 2.5 there (docs/validity.md). It needs the data, not only the kernel
 bulk of N1 - k, equations (SP1)-(SP4); within 7% of the sampled network on MNIST (0, 1) at alpha = 4 and 10 (P = 200
 and 1000), where the exact theory is 47-69% off; the exact theory where no neuron specializes (docs/validity.md,
 "Specialists"). It samples its specialists: minutes.
+:mod:`.field_specialists` (``method="field_specialists"``, option ``k``): k neurons kept exact in the field of a bulk
+that follows the shared field, equations (FS1)-(FS4); k = 0 is the shared field, k = N1 the exact posterior.
 """
-from . import (action, adaptive_kernel, conv, corrected, hidden, lowrank, measured, methods, nonodd, registry, shared_field,
-               specialists)
+from . import (action, adaptive_kernel, conv, corrected, field_specialists, hidden, lowrank, measured, methods, nonodd,
+               registry, shared_field, specialists)
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit
@@ -88,5 +90,5 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
 
 __all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
            "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive_kernel", "applies",
-           "conv", "corrected", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "measured", "methods", "moments",
+           "conv", "corrected", "field_specialists", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "measured", "methods", "moments",
            "nonodd", "noun_of", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]

@@ -14,6 +14,8 @@ The records:
 * ``shared_field``: one Gaussian field shared by all neurons, each neuron's law exact (:mod:`.shared_field`,
   Eqs. (F1)-(F3));
 * ``specialists``: k neurons exact in the field of a renormalized bulk (:mod:`.specialists`, Eqs. (SP1)-(SP4));
+* ``field_specialists``: k neurons exact in the field of a bulk that follows the shared field
+  (:mod:`.field_specialists`, Eqs. (FS1)-(FS4)); k = 0 is ``shared_field``, k = N1 the exact posterior;
 * ``measured_kernel``: the oracle, a kernel-renormalization method on a measured kernel (:mod:`.measured`; option
   ``kernel``, e.g. :func:`~renormpp.theory.measured.sampled_kernel` of a run's hidden weights).
 
@@ -31,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from ..network import ActivationLike, get_activation
-from . import adaptive_kernel, measured, shared_field, specialists
+from . import adaptive_kernel, field_specialists, measured, shared_field, specialists
 from .conv import CONV_METHODS
 from .fit import solve_renormalized
 from .methods import METHODS, _listed
@@ -186,6 +188,9 @@ THEORIES: dict[str, Theory] = {t.name: t for t in (
     Theory("specialists", "sampled", _one_layer_fc(), _beyond(specialists), _options(specialists.solve),
            label="specialists in a renormalized bulk", ls=(0, (1, 1)), noun="the specialist theory", color="C3", marker="X",
            required=("k",)),
+    Theory("field_specialists", "sampled", _one_layer_fc(), _beyond(field_specialists),
+           _options(field_specialists.solve), label="specialists in the shared field", ls=(0, (4, 1, 1, 1, 1, 1)),
+           noun="the theory of specialists in the shared field", color="C6", marker="h", required=("k",)),
     Theory("measured_kernel", "data", _one_layer_fc(), _beyond(measured), _options(measured.solve),
            label="measured kernel (oracle)", ls=(0, (2, 2)), noun="the theory on the measured kernel", color="C5",
            marker="*", required=("kernel",)),
@@ -233,7 +238,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
         ``"infinite_width"``, ``"corrected"`` (:func:`renormpp.theory.fit.solve_renormalized` says how each is
         solved), ``"adaptive_kernel"`` (:func:`renormpp.theory.adaptive_kernel.solve`), ``"shared_field"``
         (:func:`renormpp.theory.shared_field.solve`) or ``"specialists"``
-        (:func:`renormpp.theory.specialists.solve`; option ``k``, the number of explicit neurons) or
+        (:func:`renormpp.theory.specialists.solve`; option ``k``, the number of explicit neurons),
+        ``"field_specialists"`` (:func:`renormpp.theory.field_specialists.solve`; option ``k``) or
         ``"measured_kernel"`` (:func:`renormpp.theory.measured.solve`; option ``kernel``, the measured kernel).
     depth : int, default 1
         Number of hidden layers L, all of width N1 (Eq. (D1) of :mod:`renormpp.theory`): ``exact``, ``one_loop``
@@ -250,7 +256,8 @@ def solve(X, Y, N1, T: float = 0.01, lambda0=1.0, lambda1: float = 1.0, activati
     fit
         A fit with the protocol of :data:`PROTOCOL`: :class:`~renormpp.theory.TheoryFit`,
         :class:`~renormpp.theory.conv.ConvFit`, :class:`~renormpp.theory.adaptive_kernel.AdaptiveKernelFit`,
-        :class:`~renormpp.theory.shared_field.SharedFieldFit`, :class:`~renormpp.theory.specialists.SpecialistFit` or
+        :class:`~renormpp.theory.shared_field.SharedFieldFit`, :class:`~renormpp.theory.specialists.SpecialistFit`,
+        :class:`~renormpp.theory.field_specialists.FieldSpecialistFit` or
         :class:`~renormpp.theory.measured.MeasuredKernelFit`.
         A ConvergenceWarning where it did not converge (``converged`` is then False and ``reason`` says why).
 

@@ -193,10 +193,18 @@ def _templates(pb: _SplitData, chains: int, rng) -> np.ndarray:
 def _sample(pb: _SplitData, Q, init, num_warmup: int, num_samples: int, seed: int, thinning: int, sampler):
     """Draws (chains * num_samples, k, N0) of p(W_s | Q) by ``sampler`` (the signature of
     :mod:`renormpp.mcmc.sampling`) in float64, and the last states (chains, k, N0)."""
+    return sample_law(lambda: _log_density(pb, Q), init, num_warmup, num_samples, seed, thinning, sampler)
+
+
+def sample_law(log_density, init, num_warmup: int, num_samples: int, seed: int, thinning: int, sampler):
+    """Draws (chains * num_samples, k, N0) of the specialists' law by ``sampler`` (the signature of
+    :mod:`renormpp.mcmc.sampling`) in float64, and the last states (chains, k, N0). ``log_density()`` builds the
+    law's log-density, a JAX function of W (k, N0), in local float64; a ``FloatingPointError`` names the way out
+    where the sampler produced NaN or inf."""
     import jax
 
     with x64_context():
-        log_p = _log_density(pb, Q)
+        log_p = log_density()
         out = sampler(jax.random.PRNGKey(seed), lambda W: -log_p(W), np.asarray(init, np.float64), num_warmup,
                       num_samples, thinning)
     draws = np.asarray(out.draws, np.float64)
@@ -209,8 +217,46 @@ def _sample(pb: _SplitData, Q, init, num_warmup: int, num_samples: int, seed: in
 # ----------------------------------------------------------------------------------------------------------------
 # the fit and its predictions
 # ----------------------------------------------------------------------------------------------------------------
+class ExplicitNeurons(FitShape):
+    """What the fits of theories with ``k`` explicit neurons share (:class:`SpecialistFit`,
+    :class:`renormpp.theory.field_specialists.FieldSpecialistFit`): the network of their problem ``_pb``, the
+    number of ``draws`` ``W`` (n, k, N0) of the explicit neurons that their predictions average over, from ``chains``
+    chains, and the Monte Carlo error of those averages. A subclass gives ``eps_g_per_draw`` and
+    ``overlap_per_draw``."""
+
+    @property
+    def variant(self) -> str:
+        """What tells fits of this theory apart in a comparison: ``k=2``."""
+        return f"k={self.k}"
+
+    N1 = property(lambda self: self._pb.N1)
+    T = property(lambda self: self._pb.T)
+    lambda0 = property(lambda self: self._pb.lambda0)
+    lambda1 = property(lambda self: self._pb.lambda1)
+    activation = property(lambda self: self._pb.activation)
+    X = property(lambda self: self._pb.X)
+    Y = property(lambda self: self._pb.Y)
+
+    @property
+    def draws(self) -> int:
+        """The draws of the explicit neurons that the predictions average over (0 at k = 0: nothing sampled)."""
+        return len(self.W) if self.k else 0
+
+    def monte_carlo_error(self, X0, Y0) -> dict:
+        """The theory's own Monte Carlo error of ε_g and of the overlaps (D, D), from the draws of its ``chains``
+        chains by the Gamma method (:func:`renormpp.mcstats.error_of_mean`); zero at k = 0."""
+        if not self.draws:
+            return super().monte_carlo_error(X0, Y0)
+        chains = lambda x: np.reshape(x, (self.chains, -1) + np.shape(x)[1:])  # noqa: E731
+        eps = error_of_mean(chains(self.eps_g_per_draw(X0, Y0)), cut=0).error
+        ov = chains(self.overlap_per_draw())
+        D = ov.shape[-1]
+        return dict(eps_g=float(eps), overlap=np.array([[error_of_mean(ov[..., a, b], cut=0).error
+                                                          for b in range(D)] for a in range(D)]))
+
+
 @dataclass(frozen=True)
-class SpecialistFit(FitShape):
+class SpecialistFit(ExplicitNeurons):
     """A solve of (SP1)-(SP2): the bulk's order parameter ``Q`` (D, D) and the specialists' draws ``W`` (n, k, N0),
     with the protocol of every fit (:data:`renormpp.theory.PROTOCOL`): its predictions are the moments of the mixture
     over the specialists' law.
@@ -245,23 +291,6 @@ class SpecialistFit(FitShape):
     rtol: float = 0.01
     method = "specialists"
 
-    @property
-    def variant(self) -> str:
-        """What tells fits of this theory apart in a comparison: ``k=2``."""
-        return f"k={self.k}"
-
-    # --- the network, as every fit gives it ---------------------------------------------------------------------
-    N1 = property(lambda self: self._pb.N1)
-    T = property(lambda self: self._pb.T)
-    lambda0 = property(lambda self: self._pb.lambda0)
-    lambda1 = property(lambda self: self._pb.lambda1)
-    activation = property(lambda self: self._pb.activation)
-    X = property(lambda self: self._pb.X)
-
-    @property
-    def draws(self) -> int:
-        """The draws of the specialists that the predictions average over (0 at k = 0: nothing sampled)."""
-        return len(self.W) if self.k else 0
 
     @property
     def converged(self) -> bool:
@@ -318,18 +347,6 @@ class SpecialistFit(FitShape):
         m = np.einsum("ndkl,ndpl,dp->nkd", Minv, Sa, z) / np.sqrt(pb.lambda1)  # (n, k, D), U basis
         spec = np.einsum("nkd,nke->nde", m, m) + np.einsum("ndkk,de->nde", Minv, np.eye(len(q))) / pb.lambda1
         return (pb.N1 - pb.k) / pb.N1 * self.Q / pb.lambda1 + np.einsum("ad,nde,be->nab", U, spec, U) / pb.N1
-
-    def monte_carlo_error(self, X0, Y0) -> dict:
-        """The theory's own Monte Carlo error of ε_g and of the overlaps (D, D), from the draws of its ``chains``
-        chains by the Gamma method (:func:`renormpp.mcstats.error_of_mean`); zero at k = 0."""
-        if not self.draws:
-            return super().monte_carlo_error(X0, Y0)
-        chains = lambda x: np.reshape(x, (self.chains, -1) + np.shape(x)[1:])  # noqa: E731
-        eps = error_of_mean(chains(self.eps_g_per_draw(X0, Y0)), cut=0).error
-        ov = chains(self.overlap_per_draw())
-        D = ov.shape[-1]
-        return dict(eps_g=float(eps), overlap=np.array([[error_of_mean(ov[..., a, b], cut=0).error
-                                                          for b in range(D)] for a in range(D)]))
 
     def _rotated(self):
         return np.einsum("pq,nqk->npk", self._pb.V.T, self._pb.scaled_features(self.W))

@@ -221,9 +221,13 @@ class SharedFieldFit(FitShape):
             raise RuntimeError(f"this fit did not converge ({self.reason}); its predictions would mean nothing. "
                                "Continue from a converged neighbour (init=) or raise neurons")
         X0 = self._test_inputs(X0)
+        return self._combined(self._population_averages(X0), X0)
+
+    def _population_averages(self, X0) -> dict:
+        """The averages that (F3) is made of (:meth:`_averages`), over this fit's ``populations`` populations."""
         law = self.proposal
         if not isinstance(law, Population) or (self.populations == 1 and not self.fresh):
-            return self._combined(self._averages(X0, *self._law()), X0)
+            return self._averages(X0, *self._law())
         target = _tilt_target(self.X, self.activation, self.lambda0, law.c)
         rng, gauss, xi, h, total = np.random.default_rng([self.seed, 2]), law.proposal, law.moved, law.step, None
         for k in range(self.populations):
@@ -236,7 +240,7 @@ class SharedFieldFit(FitShape):
             fit = replace(self, proposal=replace(law, proposal=gauss, moved=xi, m=self.m, Sigma=self.Sigma))
             avg = fit._averages(X0, *fit._law())
             total = avg if total is None else {key: total[key] + (avg[key] - total[key]) / (k + 1) for key in avg}
-        return self._combined(total, X0)
+        return total
 
     def verify(self, populations: int = 4, moves: int = 240, seed: int | None = None, tol: float | None = None,
                progress: bool = False) -> Verification:
@@ -287,8 +291,9 @@ class SharedFieldFit(FitShape):
         dKx = _control(sx, s, rho0, kernels.nngp(X0, self.X, **act))
         dKxx = np.zeros(len(X0)) if rho0 is None else rho0 @ sx**2 / M - kernels.nngp_diag(X0, **act)
         rC, ryy = ((rho[:, None, None] * Z).reshape(M, D * D) for Z in (C, W - C))  # rho C, rho y y^T
-        return dict(L=L, Eys=Eys,
-                    Ey_sx=np.einsum("apbq,qb->pa", _moment(sx, s, rho, C, dKx), self.m),  # E[s* y_a] = E[C s* s] m
+        EC_xs = _moment(sx, s, rho, C, dKx)  # E[C (x) s* s^T], (D, P0, D, P): the mean's response to m
+        return dict(L=L, Eys=Eys, EC_xs=EC_xs,
+                    Ey_sx=np.einsum("apbq,qb->pa", EC_xs, self.m),  # E[s* y_a] = E[C s* s] m
                     EC_s2=((sx**2).T @ rC - rC.sum(axis=0)[None] * dKxx[:, None]).reshape(-1, D, D) / M,
                     Eyy_s2=((sx**2).T @ ryy).reshape(-1, D, D) / M,
                     nW=_moment(sx, s, rho, W, dKx))
