@@ -38,21 +38,28 @@ def _finished(outdir: Path) -> list[tuple[dict, Path]]:
     return sorted(found, key=lambda r: (r[0]["N1"], r[0]["seed"]))
 
 
-def pooled_draws(folders, keys=("eps_g", "overlap")) -> dict:
-    """The observables ``keys`` of several points (same N1, other seeds) as the chains of one run."""
+def _observables(folder):
+    """A point's ``observables.nc`` read into memory and its file closed: a handle left open in xarray's file cache
+    keeps the file open in the process's HDF5 library, which then refuses to create a file at the same path or inode
+    ("unable to truncate a file which is already open")."""
     import arviz as az
 
-    parts = [az.from_netcdf(f / "observables.nc")["posterior"] for f in folders]
+    dt = az.from_netcdf(folder / "observables.nc").load()
+    dt.close()
+    return dt
+
+
+def pooled_draws(folders, keys=("eps_g", "overlap")) -> dict:
+    """The observables ``keys`` of several points (same N1, other seeds) as the chains of one run."""
+    parts = [_observables(f)["posterior"] for f in folders]
     return {k: np.concatenate([np.asarray(part[k].values) for part in parts], axis=0) for k in keys}
 
 
 def pooled_starts(folders) -> list | None:
     """The kind of start of every chain of :func:`pooled_draws` (None where no point records them: one kind)."""
-    import arviz as az
-
     from ..diagnostics.convert import chain_starts
 
-    found = [chain_starts(az.from_netcdf(f / "observables.nc")) for f in folders]
+    found = [chain_starts(_observables(f)) for f in folders]
     return None if all(k is None for k in found) else [k for f, ks in zip(folders, found)
                                                           for k in (ks if ks is not None else ["prior"])]
 
