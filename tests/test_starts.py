@@ -206,7 +206,14 @@ def test_three_kinds_of_start_agree_on_a_small_posterior(tmp_path):
     (spliced from a run at T = 0.015): fails in 10 of the 12 (seed, kind) pairs, p 2e-10 to 3e-5 (misses at 1.8e-4
     and 4.3e-4). T x 1.2 (a 4% shift of eps_g) is below this size's errors and is not caught. Not smaller: at
     num_samples = 700 (the last 350) seed 0 already fails (p = 7e-6, seed 1: 0.007; why, not established: the
-    errors of late windows this short, or chains not yet settled)."""
+    errors of late windows this short, or chains not yet settled).
+
+    3000 draws, not 1000: overlap[1,1] has a slow tail its Gamma window does not see within 1000 draws. Its
+    autocorrelation time from block means of a 4000-draw run grows from 15 (blocks of 100 draws) to 17 (200) and
+    about 25 (800), where the Gamma method reports 13 (eps_g levels off at 15). At 1000 draws one trajectory (key
+    offset 17, XLA's AVX2 code) had chain means 2.115 +- 0.025 and 1.925 +- 0.020: chain_spread p = 1e-5, not
+    settled. At 3000 draws, offsets 0-6 and 17 with XLA's AVX2 and the default code all pass. The planted bug above
+    was measured at 1000 draws; at 3000 the errors are smaller, so the same shift stands out more."""
     import arviz as az
     import xarray as xr
 
@@ -215,7 +222,7 @@ def test_three_kinds_of_start_agree_on_a_small_posterior(tmp_path):
 
     raw = {"data": {"name": "synthetic", "P": 100, "P_test": 200, "N0": 20, "D": 2, "teacher": "linear"},
            "model": {"N1": [20], "T": 0.01},
-           "sampler": {"num_samples": 1000, "num_chains": 6},
+           "sampler": {"num_samples": 3000, "num_chains": 6},
            "run": {"out": str(tmp_path), "starts": ["prior", "scaled", "mode"], "progress": False,
                    "kernel_diagnosis": False}}
     runner.run(config_mod.resolve(raw))
