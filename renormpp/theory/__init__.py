@@ -77,6 +77,8 @@ and 1000), where the exact theory is 47-69% off; the exact theory where no neuro
 "Specialists"). It samples its specialists: minutes.
 :mod:`.field_specialists` (``method="field_specialists"``, option ``k``): k neurons kept exact in the field of a bulk
 that follows the shared field, equations (FS1)-(FS4); k = 0 is the shared field, k = N1 the exact posterior.
+:mod:`.replicates`: any theory that samples, solved with R seeds as one fit (``replicates=R``), its own error measured
+from their spread (Eq. (R1)), the noise of its fixed point included.
 """
 from . import (action, adaptive_kernel, conv, corrected, field_specialists, hidden, lowrank, measured, methods, nonodd,
                registry, shared_field, specialists)

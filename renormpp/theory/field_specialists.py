@@ -315,7 +315,8 @@ class FieldSpecialistFit(ExplicitNeurons):
 # ----------------------------------------------------------------------------------------------------------------
 def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: float = 1.0,
           activation: ActivationLike = "erf", neurons: int = 4000, iterations: int = 6, inner: int = 20,
-          moves: int = 200, steps: int = 10, damping: float = 0.5, num_warmup: int = 300, num_samples: int = 100,
+          moves: int = 200, steps: int = 10, damping: float = 0.5, average: int | None = None, num_warmup: int = 300,
+          num_samples: int = 100,
           chains: int = 4, thinning: int = 2, rtol: float = 0.03, populations: int = 16, seed: int = 0,
           sampler=None, progress: bool = False) -> FieldSpecialistFit:
     r"""Solve (FS1)-(FS3) with ``k`` explicit neurons in the field of an adaptive bulk of N1 - k.
@@ -378,6 +379,7 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
     if not 0 < damping <= 1:
         raise ValueError(f"damping must be in (0, 1]; got {damping}")
     positive("rtol", rtol)
+    average = inner if average is None else positive_int("average", average)
     X, Y, T = pb.X, pb.Y, pb.T
     P, D = Y.shape
     c, Nb = pb.lambda1 * pb.N1, pb.N1 - pb.k
@@ -411,7 +413,7 @@ def solve(X, Y, *, N1: int, k: int, T: float, lambda0: float = 1.0, lambda1: flo
                                   num_warmup // 3, num_samples, seed + it, thinning, sampler)
         St = pb.scaled_features(W) if pb.k else np.zeros((1, P, 0))
         m_start = m
-        for _ in range(inner if Nb else 0):
+        for _ in range((inner if it < iterations - 1 else average) if Nb else 0):
             xi, _, _, h = _moved(xi, target.at(gauss, m, Sigma), steps, rng, h=h)
             field_at = (m, Sigma)
             LW, LC, _ = _population_moments(replace(gauss, noise=xi).draw(pb.lambda0)[0], X, activation, m, Sigma,

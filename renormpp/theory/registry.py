@@ -23,6 +23,10 @@ Every fit they return keeps one protocol (:data:`PROTOCOL`): ``method``, ``conve
 ``readout_overlap``, ``predict(X0) -> Prediction(mean, cov)``, ``generalization_error(X0, Y0)``, the network's
 ``N1``, ``T``, ``lambda0``, ``lambda1``, ``activation``, ``depth``, and for a theory that samples the number of its
 ``draws`` and ``monte_carlo_error(X0, Y0)``, its own error of ε_g and of the overlaps (zero for the others).
+
+A theory that samples takes one more option, ``replicates=R`` (R >= 2): R solves with the seeds ``seed`` ...
+``seed + R - 1`` as one fit (:class:`~renormpp.theory.replicates.Replicates`), whose error is measured from their
+spread, the noise of the solve's own fixed point included (Eq. (R1)).
 """
 from __future__ import annotations
 
@@ -32,11 +36,13 @@ from typing import Callable
 
 import numpy as np
 
+from .._checks import positive_int
 from ..network import ActivationLike, get_activation
 from . import adaptive_kernel, field_specialists, measured, shared_field, specialists
 from .conv import CONV_METHODS
 from .fit import solve_renormalized
 from .methods import METHODS, _listed
+from .replicates import Replicates
 
 #: The cost classes, the time a solve takes on 2 cores at P ~ 1000, in words for reports and the CLI.
 COSTS = {"spectrum": "milliseconds (from the kernel's spectrum)",
@@ -95,6 +101,10 @@ class Theory:
             Where the theory does not apply to the problem (the message says why and which theories do), or for an
             option its solver does not take.
         """
+        replicates = options.pop("replicates", 1)
+        if replicates != 1 and self.cost != "sampled":
+            raise ValueError(f"replicates is an option of the theories that sample; the {self.name} theory samples "
+                             "nothing, so its replicates would all be one")
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise ValueError(f"the {self.name} theory takes no option {_listed(unknown, 'or')}; its options are "
@@ -108,7 +118,12 @@ class Theory:
             here = [t.name for t in THEORIES.values() if not t.applies(problem)]
             ways = f"Use method={_listed(here)}, which apply here" if here else "No theory of renormpp applies here"
             raise ValueError(f"method={self.name!r} {reason}. {ways}")
-        return self.solver(problem, **options)
+        if replicates == 1:
+            return self.solver(problem, **options)
+        replicates = positive_int("replicates", replicates)
+        seed = options.pop("seed", 0)
+        seeds = tuple(seed + r for r in range(replicates))
+        return Replicates(tuple(self.solver(problem, seed=s, **options) for s in seeds), seeds)
 
 
 # ---- where each theory applies -------------------------------------------------------------------------------------
@@ -157,6 +172,11 @@ def _options(fn, *taken) -> tuple:
                  if n not in skip and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+def _sampled(fn) -> tuple:
+    """The options of a theory that samples: its solver's, and ``replicates`` (:meth:`Theory.solve`)."""
+    return _options(fn) + ("replicates",)
+
+
 def _renormalized(name: str):
     def solver(pb: Problem, **options):
         return solve_renormalized(pb.X, pb.Y, method=name, depth=pb.depth, conv=pb.conv, **_network(pb), **options)
@@ -183,13 +203,13 @@ THEORIES: dict[str, Theory] = {t.name: t for t in (
     *(_kernel_record(name) for name in METHODS),
     Theory("adaptive_kernel", "data", _one_layer_fc(adaptive_kernel.ACTIVATIONS), _beyond(adaptive_kernel),
            _options(adaptive_kernel.solve), label="adaptive kernel", ls=(0, (3, 1, 1, 1)), noun="the adaptive-kernel theory", color="C4", marker="D"),
-    Theory("shared_field", "sampled", _one_layer_fc(), _beyond(shared_field), _options(shared_field.solve),
+    Theory("shared_field", "sampled", _one_layer_fc(), _beyond(shared_field), _sampled(shared_field.solve),
            label="shared field", ls=(0, (5, 1)), noun="the shared-field theory", color="C2", marker="P"),
-    Theory("specialists", "sampled", _one_layer_fc(), _beyond(specialists), _options(specialists.solve),
+    Theory("specialists", "sampled", _one_layer_fc(), _beyond(specialists), _sampled(specialists.solve),
            label="specialists in a renormalized bulk", ls=(0, (1, 1)), noun="the specialist theory", color="C3", marker="X",
            required=("k",)),
     Theory("field_specialists", "sampled", _one_layer_fc(), _beyond(field_specialists),
-           _options(field_specialists.solve), label="specialists in the shared field", ls=(0, (4, 1, 1, 1, 1, 1)),
+           _sampled(field_specialists.solve), label="specialists in the shared field", ls=(0, (4, 1, 1, 1, 1, 1)),
            noun="the theory of specialists in the shared field", color="C6", marker="h", required=("k",)),
     Theory("measured_kernel", "data", _one_layer_fc(), _beyond(measured), _options(measured.solve),
            label="measured kernel (oracle)", ls=(0, (2, 2)), noun="the theory on the measured kernel", color="C5",
