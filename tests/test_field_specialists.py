@@ -165,7 +165,7 @@ def test_between_the_limits_against_dense_algebra(D):
 
 @pytest.mark.parametrize("change, match", [(dict(k=7), "0 <= k <= N1"), (dict(damping=0.0), "damping"),
                                            (dict(activation="relu"), "odd activation"), (dict(inner=0), "inner"),
-                                           (dict(T=-1.0), "must be positive")])
+                                           (dict(average=0), "average"), (dict(T=-1.0), "must be positive")])
 def test_bad_input_is_named(change, match):
     X, Y, _ = _toy()
     kwargs = dict(N1=6, k=1, T=T, neurons=50, iterations=1, inner=2, num_warmup=10, num_samples=10) | change
