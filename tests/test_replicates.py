@@ -50,7 +50,14 @@ def test_replicates_are_the_seeds_solved_one_by_one(data):
     ov = np.array([f.readout_overlap for f in single])
     np.testing.assert_allclose(rep.readout_overlap, ov.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(err["overlap"], ov.std(axis=0, ddof=1) / np.sqrt(3), rtol=1e-12)
-    assert "R=3" in repr(rep) and "seeds=[5, 6, 7]" in repr(rep)
+    assert rep.variant == "R=3" and "seeds=[5, 6, 7]" in repr(rep)
+    # what `renormpp run` keeps of it (theory.json), the replicates' numbers
+    from renormpp.theory.recorded import RecordedFit
+
+    kept = RecordedFit.of(rep, X0, Y0)
+    assert (kept.method, kept.variant, kept.draws) == ("shared_field", "R=3", rep.draws)
+    np.testing.assert_allclose([kept.eps_g, kept.eps_g_error], [rep.generalization_error(X0, Y0), err["eps_g"]],
+                               rtol=1e-12)
 
 
 @pytest.mark.parametrize("method, value, match", [

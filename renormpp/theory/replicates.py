@@ -70,9 +70,14 @@ class Replicates(FitShape):
         return getattr(self.fits[0], name)
 
     def __repr__(self) -> str:
-        variant = getattr(self.fits[0], "variant", "")
-        return (f"Replicates(method={self.method!r}{', ' + variant if variant else ''}, R={len(self.fits)}, "
-                f"seeds={list(self.seeds)}, N1={self.N1:g}, T={self.T:g}, converged={self.converged})")
+        return (f"Replicates(method={self.method!r}, {self.variant}, seeds={list(self.seeds)}, N1={self.N1:g}, "
+                f"T={self.T:g}, converged={self.converged})")
+
+    @property
+    def variant(self) -> str:
+        """What tells this fit apart in a comparison: the replicates' variant and their number, ``k=2, R=4``."""
+        inner = getattr(self.fits[0], "variant", "")
+        return f"{inner}, R={len(self.fits)}" if inner else f"R={len(self.fits)}"
 
     @property
     def converged(self) -> bool:
