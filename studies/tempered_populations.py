@@ -78,7 +78,7 @@ def tempered(g, seed, ess=sf.moves._STAGE_ESS, name="from the fitted proposal"):
     """A tempered population from the Gaussian ``g`` (its coordinates are tempered from g's unit normals), its row."""
     rng = np.random.default_rng(seed)
     t = time.perf_counter()
-    xi, rates, _, h, betas = sf.moves._tempered(rng.standard_normal(g.noise.shape), target.at(g, fit.m, fit.Sigma),
+    xi, rates, _, h, betas, _ = sf.moves._tempered(rng.standard_normal(g.noise.shape), target.at(g, fit.m, fit.Sigma),
                                           rng, ess=ess)
     row(g, xi, f"{name}, ESS {ess:g}, stream {seed}: {len(betas) - 1} stages, {len(rates)} steps, "
                f"{time.perf_counter() - t:.0f} s")

@@ -77,11 +77,13 @@ and 1000), where the exact theory is 47-69% off; the exact theory where no neuro
 "Specialists"). It samples its specialists: minutes.
 :mod:`.field_specialists` (``method="field_specialists"``, option ``k``): k neurons kept exact in the field of a bulk
 that follows the shared field, equations (FS1)-(FS4); k = 0 is the shared field, k = N1 the exact posterior.
+:mod:`.evidence`: such a fit's evidence log Z_k, Eqs. (E1)-(E2), by tempered SMC with its error
+(``evidence.log_evidence(fit)``); exact at k = N1 and at infinite width, tens of nats high where neurons specialize.
 :mod:`.replicates`: any theory that samples, solved with R seeds as one fit (``replicates=R``), its own error measured
 from their spread (Eq. (R1)), the noise of its fixed point included.
 """
-from . import (action, adaptive_kernel, conv, corrected, field_specialists, hidden, lowrank, measured, methods, nonodd,
-               registry, shared_field, specialists)
+from . import (action, adaptive_kernel, conv, corrected, evidence, field_specialists, hidden, lowrank, measured,
+               methods, nonodd, registry, shared_field, specialists)
 from .action import ConvergenceWarning, Spectrum, moments
 from .conv import ConvFit
 from .fit import Prediction, TheoryFit
@@ -92,5 +94,5 @@ from .methods import (BASELINE, METHODS, REFERENCE, Method, applies, fit_or_reas
 
 __all__ = ["BASELINE", "COSTS", "ConvFit", "ConvergenceWarning", "METHODS", "Method", "PROTOCOL", "Prediction",
            "Problem", "REFERENCE", "RecordedFit", "Spectrum", "THEORIES", "Theory", "TheoryFit", "action", "adaptive_kernel", "applies",
-           "conv", "corrected", "field_specialists", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "measured", "methods", "moments",
+           "conv", "corrected", "evidence", "field_specialists", "fit_or_reason", "get_method", "get_theory", "hidden", "lowrank", "measured", "methods", "moments",
            "nonodd", "noun_of", "refit_or_none", "shared_field", "solve", "specialists", "why_not"]

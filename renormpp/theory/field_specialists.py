@@ -121,27 +121,41 @@ def fields(L_W, L_C, St, Y, T):
 
 
 def _log_density(pb: _SplitData, L_W, L_C):
-    r"""(FS2) up to a constant, a JAX function of W_s (k, N0) in float64 (Woodbury on :math:`T + L`)."""
+    r"""(FS2) up to a constant, a JAX function of W_s (k, N0) in float64 (Woodbury on :math:`T + L`):
+    :math:`-\tfrac{\lambda_0}2|W_s|^2 - \tfrac12 y^\top(T + L_C)^{-1}y` plus :func:`_explicit_part`."""
     import jax.numpy as jnp
 
-    P, D = pb.Y.shape
     B_W, B_C = (jnp.asarray(B) for B in _inverses(L_W, L_C, pb.T))
     y = jnp.asarray(pb.Y.T.reshape(-1))
     By = B_C @ y
-    X, c, eye = jnp.asarray(pb.X), np.sqrt(pb.lambda1 * pb.N1), jnp.eye(D)
+    X, c = jnp.asarray(pb.X), np.sqrt(pb.lambda1 * pb.N1)
+    part = _explicit_part(pb.activation)
 
     def log_p(W):
-        S = hidden({"w": W}, X, pb.activation) / c  # (P, k)
-        U = jnp.einsum("ab,pi->apbi", eye, S).reshape(P * D, D * W.shape[0])
-        I = jnp.eye(U.shape[1])
-        b = U.T @ By
-        Lc = jnp.linalg.cholesky(I + U.T @ (B_C @ U))
-        w = jnp.linalg.solve(Lc, b)
-        Lw = jnp.linalg.cholesky(I + U.T @ (B_W @ U))
-        logdet = 2 * jnp.sum(jnp.log(jnp.diagonal(Lw)))
-        return -0.5 * pb.lambda0 * jnp.sum(W * W) - 0.5 * (y @ By - w @ w) - 0.5 * logdet
+        return -0.5 * pb.lambda0 * jnp.sum(W * W) - 0.5 * y @ By + part(W, X, c, By, B_C, B_W)
 
     return log_p
+
+
+def _explicit_part(activation):
+    r"""The explicit neurons' share of (FS2), ``part(W, X, c, By, B_C, B_W)``: with :math:`U = \mathbb 1_D\otimes
+    \tilde S` of the scaled features :math:`\tilde S = \sigma(XW^\top/\sqrt{N_0})/\sqrt{\lambda_1 N_1}` (the
+    argument ``c`` is that square root) and :math:`B = (T + L)^{-1}`,
+    :math:`\tfrac12 b^\top(1 + U^\top B_C U)^{-1}b - \tfrac12\log\det(1 + U^\top B_W U)`, :math:`b = U^\top B_C y`;
+    so that (FS2)'s :math:`-\tfrac12 y^\top(T_s + L_C)^{-1}y - \tfrac12\log\det(T_s + L_W)` is this plus its value
+    at no specialist (Woodbury and the matrix determinant lemma)."""
+    import jax.numpy as jnp
+
+    def part(W, X, c, By, B_C, B_W):
+        P, D = X.shape[0], len(By) // X.shape[0]
+        S = hidden({"w": W}, X, activation) / c  # (P, k)
+        U = jnp.einsum("ab,pi->apbi", jnp.eye(D), S).reshape(P * D, D * W.shape[0])
+        I = jnp.eye(U.shape[1])
+        w = jnp.linalg.solve(jnp.linalg.cholesky(I + U.T @ (B_C @ U)), U.T @ By)
+        Lw = jnp.linalg.cholesky(I + U.T @ (B_W @ U))
+        return 0.5 * w @ w - jnp.sum(jnp.log(jnp.diagonal(Lw)))
+
+    return part
 
 
 # ----------------------------------------------------------------------------------------------------------------

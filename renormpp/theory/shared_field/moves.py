@@ -202,11 +202,12 @@ def _tempered(start, target: Tilt, rng, h: float = 0.5, moves: int = _STAGE_MOVE
     ``moves`` Langevin steps at the new β (:func:`_moved`, each leaving π_β invariant). A mode of π far from the
     start that Langevin steps reach only over hundreds of steps (the specialists of (F1) on MNIST: docs/log/validity.md,
     "Fresh populations") gets its weight from the reweighting, stage by stage, as long as some neurons lie in its
-    direction. Returns the coordinates, the acceptance of each step, the mean log π_β after each, the step reached
-    and the ladder of β."""
+    direction. Returns the coordinates, the acceptance of each step, the mean log π_β after each, the step reached,
+    the ladder of β, and the log of the normaliser :math:`E_{\mathcal N(0, 1)}[e^{\ell(\xi)}]`, the sum over stages
+    of the log mean incremental weight (an unbiased estimate of the normaliser itself; Del Moral et al., Eq. (14))."""
     xi = start
     ell, _ = target(xi)
-    beta, betas, rates, levels = 0.0, [0.0], [], []
+    beta, betas, rates, levels, log_z = 0.0, [0.0], [], [], 0.0
     while beta < 1.0:
         if len(betas) > max_stages:
             raise RuntimeError(f"tempered SMC did not reach the target in {max_stages} stages (beta = {beta:.3g}): "
@@ -219,14 +220,16 @@ def _tempered(start, target: Tilt, rng, h: float = 0.5, moves: int = _STAGE_MOVE
                 mid = 0.5 * (lo + hi)
                 lo, hi = (mid, hi) if _ess((mid - beta) * ell) >= ess * len(xi) else (lo, mid)
             new = max(lo, beta + 1e-6)
-        xi = xi[_resampled((new - beta) * ell, rng)]
+        increment = (new - beta) * ell
+        log_z += float(np.logaddexp.reduce(increment) - np.log(len(increment)))
+        xi = xi[_resampled(increment, rng)]
         beta = new
         betas.append(beta)
 
         xi, r, lv, h = _moved(xi, target.at(beta), moves, rng, h=h)
         rates, levels = rates + list(r), levels + list(lv)
         ell, _ = target(xi)
-    return xi, tuple(rates), tuple(levels), h, tuple(betas)
+    return xi, tuple(rates), tuple(levels), h, tuple(betas), log_z
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,7 +283,7 @@ def _renewed(gauss: Proposal, m, Sigma, target, moves: int, rng, h: float, *, fr
         gauss = replace(gauss, noise=rng.standard_normal(gauss.noise.shape))
     gauss, _, s, log_ratio = _fitted(gauss, m, Sigma, X=X, activation=activation, lambda0=lambda0, c=c)
     if tempered:  # the fit saw these normals: the tempering starts from new ones, exact draws of the proposal
-        xi, rates, levels, h, _ = _tempered(rng.standard_normal(gauss.noise.shape),
+        xi, rates, levels, h, *_ = _tempered(rng.standard_normal(gauss.noise.shape),
                                             target.at(gauss, m, Sigma), rng, h=h, moves=_STAGE_MOVES,
                                             ess=_STAGE_ESS)
         return gauss, xi, rates, levels, h
