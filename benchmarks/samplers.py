@@ -3,8 +3,9 @@
 Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (about 2 min per candidate)
       .venv/bin/python benchmarks/samplers.py --problem 2 --budget 300
       .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
-      .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" \
-          "kinetic Langevin (GHMC) + Gibbs on v"      (the anchors side by side; BlackJAX: pip install -e ".[bench]")
+      .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" "BlackJAX LAPS" \
+          "kinetic on w, v integrated out"      (the default sampler and the anchors side by side; BlackJAX 1.7.1:
+                                                 pip install -e ".[bench]"; --seed 1 for the second seed)
 
 Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
   1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher;
@@ -45,11 +46,12 @@ import types
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import renormpp as rp
 from renormpp.experiments import config as cfgmod
-from renormpp.experiments import stages
+from renormpp.experiments import stages, theories
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from theory_speed import machine_info  # noqa: E402
@@ -145,13 +147,9 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
     return draws, stats, t_warm, t_draw, state
 
 
-def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_steps=1000):
-    """BlackJAX 1.7's adjusted MCLMC (``adjusted_mclmc_dynamic``, random trajectory lengths, diagonal mass), two
-    vectorized chains from the prior, its tuner started from an unadjusted MCLMC pilot's (L, step, mass) as the
-    issue asks (its default start takes minutes here). Same protocol as :func:`timed_run`: warmup (pilot + tuning,
-    compilation included), then blocks of draws until the budget; one draw per MH proposal."""
-    import blackjax
-    from blackjax.mcmc import adjusted_mclmc_dynamic as adj
+def _flat_model(cfg, data):
+    """The model's log-density on one flat vector (v and w sampled jointly), the flattening's inverse, the chains'
+    starts from the prior (initialize_model) and the per-draw observables, for the BlackJAX samplers."""
     from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import initialize_model
 
@@ -159,18 +157,49 @@ def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_st
     from renormpp.models import mlp
 
     X, Y = (np.asarray(a, np.float32) for a in (data.X, data.Y))
-    kw = stages.model_kwargs(cfg)
-    t0 = time.perf_counter()
     keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.sampler.num_chains)
-    info, potential, *_ = initialize_model(keys, mlp, model_args=(X, Y), model_kwargs=kw)
+    info, potential, *_ = initialize_model(keys, mlp, model_args=(X, Y), model_kwargs=stages.model_kwargs(cfg))
     unravel = ravel_pytree(jax.tree_util.tree_map(lambda x: x[0], info[0]))[1]
     positions = jax.vmap(lambda z: ravel_pytree(z)[0])(info[0])
-
-    def logdensity(x):
-        return -potential(unravel(x))
-
     record = observables.default(*(np.asarray(a, np.float32) for a in (data.X_test, data.Y_test)),
                                  cfg.model.activation)
+    return (lambda x: -potential(unravel(x))), unravel, positions, lambda x: record(unravel(x))
+
+
+#: draws per chain of one block of a BlackJAX sampler
+BLOCK = 20
+
+
+def _compiled(block, states, chains):
+    """``block`` (states, keys, n) compiled for :data:`BLOCK` draws, as the warmup's last part: renormpp's chains
+    compile their blocks in the warmup too."""
+    return block.lower(states, jax.random.split(jax.random.PRNGKey(0), chains), BLOCK).compile()
+
+
+def _blocks(block, states, key, chains, t0, budget):
+    """Blocks of :data:`BLOCK` draws of every chain by the compiled ``block`` until ``budget`` seconds from t0 are
+    spent (at least one): the draws (chains, n) per observable, the seconds per draw, the last states and
+    acceptance."""
+    parts, n_draws, t1, n = [], 0, time.perf_counter(), BLOCK
+    while n_draws == 0 or time.perf_counter() - t0 < budget:
+        key, sub = jax.random.split(key)
+        states, (obs, acc) = jax.block_until_ready(block(states, jax.random.split(sub, chains)))
+        parts.append(obs)
+        n_draws += n
+    t_draw = (time.perf_counter() - t1) / n_draws
+    return {k: np.concatenate([np.asarray(p[k]) for p in parts], axis=1) for k in parts[0]}, t_draw, states, acc
+
+
+def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_steps=1000):
+    """BlackJAX 1.7's adjusted MCLMC (``adjusted_mclmc_dynamic``, random trajectory lengths, diagonal mass), two
+    vectorized chains from the prior, its tuner started from an unadjusted MCLMC pilot's (L, step, mass) as the
+    issue asks (its default start takes minutes here). Same protocol as :func:`timed_run`: warmup (pilot + tuning,
+    compilation included), then blocks of draws until the budget; one draw per MH proposal."""
+    import blackjax
+    from blackjax.mcmc import adjusted_mclmc_dynamic as adj
+
+    t0 = time.perf_counter()
+    logdensity, _, positions, record = _flat_model(cfg, data)
     steps_fn = adj.make_random_trajectory_length_fn(True)
     adj_kernel = adj.build_kernel(integration_steps_fn=steps_fn)
 
@@ -192,29 +221,92 @@ def blackjax_run(cfg, data, budget, target_accept=0.9, pilot_steps=1000, tune_st
             target=target_accept, diagonal_preconditioning=True, params=pilot)
         return state, params
 
-    @partial(jax.jit, static_argnums=3)
-    @partial(jax.vmap, in_axes=(0, 0, 0, None))
-    def block(state, params, key, n):
-        def step(st, k):
-            st, inf = adjusted(k, st, logdensity, params.step_size, params.inverse_mass_matrix,
-                               (params.L / params.step_size,))
-            return st, (record(unravel(st.position)), inf.acceptance_rate)
-        return jax.lax.scan(step, state, jax.random.split(key, n))
+    chains = len(positions)
+    key = jax.random.PRNGKey(cfg.run.seed + 1)
+    states, params = jax.block_until_ready(warmup(positions, jax.random.split(key, chains)))
 
-    states, params = jax.block_until_ready(warmup(positions, jax.random.split(keys[0], len(keys))))
+    @partial(jax.jit, static_argnums=2)
+    def block(states, keys, n):
+        def one(state, params, key):
+            def step(st, k):
+                st, inf = adjusted(k, st, logdensity, params.step_size, params.inverse_mass_matrix,
+                                   (params.L / params.step_size,))
+                return st, (record(st.position), inf.acceptance_rate)
+            return jax.lax.scan(step, state, jax.random.split(key, n))
+        return jax.vmap(one)(states, params, keys)
+
+    block = _compiled(block, states, chains)
     t_warm = time.perf_counter() - t0
     print(f"    BlackJAX tuned: step {np.ravel(params.step_size)}, L {np.ravel(params.L)}")
-    parts, n_draws, t1, n, key = [], 0, time.perf_counter(), 20, keys[-1]
-    while n_draws == 0 or time.perf_counter() - t0 < budget:
-        key, sub = jax.random.split(key)
-        states, (obs, acc) = jax.block_until_ready(block(states, params, jax.random.split(sub, len(keys)), n))
-        parts.append(obs)
-        n_draws += n
-    t_draw = (time.perf_counter() - t1) / n_draws
-    draws = {k: np.concatenate([np.asarray(p[k]) for p in parts], axis=1) for k in parts[0]}
+    draws, t_draw, _, acc = _blocks(block, states, jax.random.fold_in(key, 1), chains, t0, budget)
     print(f"    BlackJAX acceptance of the last block {np.asarray(acc).mean(axis=1)}")
     return draws, t_warm, t_draw
 
+
+def laps_run(cfg, data, budget, chains=16, burn_in_steps=2000, adapt_samples=50, steps_per_sample=15):
+    """BlackJAX 1.7's LAPS (``blackjax.adaptation.laps``, arXiv:2601.16696), its phases run as ``laps`` runs them:
+    ``chains`` chains from the prior burn in together by unadjusted isokinetic MCLMC (ensemble adaptation of the step,
+    L and a diagonal mass, stopped early where the chains agree), then the Metropolis-adjusted MAMS kernel with
+    ``steps_per_sample`` isokinetic steps per proposal, its step size bisected over ``adapt_samples`` proposals toward
+    LAPS's acceptance (0.9 above 200 dimensions); the warmup is both, compilation included. Then every chain draws at
+    the fixed step, in blocks until the budget, one draw per proposal, and the accuracy is that of the average over
+    all chains and draws (the Gamma method over the chains, as for every sampler here). ``laps`` itself returns no
+    mass matrix, so its pieces are called here in its order (laps_burn_in.initialize, run_eca with the burn-in's
+    Adaptation, then with laps.Adaptation)."""
+    from blackjax.adaptation import laps, laps_burn_in
+    from blackjax.eca import run_eca
+    from blackjax.mcmc.adjusted_mclmc import build_kernel
+    from blackjax.mcmc.hmc import HMCState
+    from blackjax.mcmc.integrators import generate_isokinetic_integrator, mclachlan_coefficients, omelyan_coefficients
+
+    t0 = time.perf_counter()
+    logdensity, unravel, positions, record = _flat_model(cfg, data)
+    ndims = positions.shape[1]
+    scale = 1.0 / np.sqrt(cfg.model.lambda0)  # the prior's scale (lambda0 = lambda1 in every problem here)
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("chains",))
+    k_init, k_burn, k_adapt, k_draw = jax.random.split(jax.random.PRNGKey(cfg.run.seed), 4)
+    state = laps_burn_in.initialize(k_init, logdensity, True, lambda k: scale * jax.random.normal(k, (ndims,)),
+                                    chains, mesh, None)
+    burn = laps_burn_in.Adaptation(ndims, microcanonical=True, alpha=1.9, bias_type=3,
+                                   save_num=int(round(0.2 * burn_in_steps)), C=0.1, r_end=0.01)
+    state, tuned, info = run_eca(k_burn, state, laps_burn_in.build_kernel(logdensity, ndims, True), burn,
+                                 burn_in_steps, chains, mesh, early_stop=True)
+    high = ndims > 200
+    coefficients, target = (omelyan_coefficients, 0.9) if high else (mclachlan_coefficients, 0.7)
+    mass = tuned.inverse_mass_matrix
+    built = build_kernel(integrator=generate_isokinetic_integrator(coefficients))
+
+    def kernel(key, st, adap):
+        return built(rng_key=key, state=st, logdensity_fn=logdensity, step_size=adap.step_size,
+                     integration_steps_params=(adap.steps_per_sample,), inverse_mass_matrix=mass,
+                     L_proposal_factor=1.25)
+
+    tuned = tuned._replace(step_size=(tuned.step_size / jnp.sqrt(jnp.average(mass))).item())
+    state = HMCState(state.position, state.logdensity, state.logdensity_grad)
+    adapt = laps.Adaptation(tuned, adapt_samples, steps_per_sample, target)
+    state, adapted, _ = run_eca(k_adapt, state, kernel, adapt, adapt_samples, chains, mesh)
+
+    @partial(jax.jit, static_argnums=2)
+    def block(states, keys, n):
+        def one(st, key):
+            def step(s, k):
+                s, inf = kernel(k, s, adapted)
+                return s, (record(s.position), inf.acceptance_rate)
+            return jax.lax.scan(step, st, jax.random.split(key, n))
+        return jax.vmap(one)(states, keys)
+
+    block = _compiled(block, state, chains)
+    t_warm = time.perf_counter() - t0
+    burned = len(np.asarray(jax.tree_util.tree_leaves(info)[0]))  # the steps run before the early stop
+    print(f"    LAPS: {chains} chains, burn-in {burned} unadjusted steps, step {float(adapted.step_size):.4g}, "
+          f"{steps_per_sample} steps per proposal, {ndims} dimensions")
+    draws, t_draw, _, acc = _blocks(block, state, k_draw, chains, t0, budget)
+    print(f"    LAPS acceptance of the last block {float(np.asarray(acc).mean()):.2f}")
+    return draws, t_warm, t_draw
+
+
+#: the BlackJAX anchors, run where --only names them
+BLACKJAX = {"BlackJAX adjusted MCLMC": blackjax_run, "BlackJAX LAPS": laps_run}
 
 #: the accuracy the targets ask for: 1% on eps_g (relative), 0.01 on every overlap entry
 TARGET = types.SimpleNamespace(eps_g=0.01, overlap=0.01)
@@ -317,12 +409,14 @@ def main():
         if name == "NUTS":
             nuts_state = state
 
-    if args.only and "BlackJAX adjusted MCLMC" in args.only:  # an optional dependency: pip install -e ".[bench]"
-        draws, t_warm, t_draw = blackjax_run(config(args.problem, {"kind": "nuts"}, root=args.root), data, args.budget)
-        t_need, info = accuracy_time(draws, t_warm, t_draw)
-        results["BlackJAX adjusted MCLMC"] = (t_need, info)
-        report("BlackJAX adjusted MCLMC", t_need, info, t_warm, t_draw, theory)
-        save(args.save, "BlackJAX adjusted MCLMC", draws, t_warm, t_draw, args.seed)
+    for name, run in BLACKJAX.items():  # an optional dependency: pip install -e ".[bench]"
+        if args.only and name in args.only:
+            draws, t_warm, t_draw = run(config(args.problem, {"kind": "nuts"}, seed=args.seed, root=args.root), data,
+                                        args.budget)
+            t_need, info = accuracy_time(draws, t_warm, t_draw)
+            results[name] = (t_need, info)
+            report(name, t_need, info, t_warm, t_draw, theory)
+            save(args.save, name, draws, t_warm, t_draw, args.seed)
 
     # the paper's ULA: measured at k x its step, where it thermalizes and its tau_int is resolved in the budget;
     # Langevin times scale as 1/h, so at the paper's step it needs k times as many updates of the same cost

@@ -127,6 +127,7 @@ CHECK_TIER = (
     "test_docs.py::test_the_documentation_site_builds_without_warnings",
     "test_paper.py",
     "test_gpu_kit.py",
+    "test_benchmark_samplers.py",
     # renormpp run, validity-map and the hyperparameter search end to end (367 + 71 + 29 + 15 + 10)
     "test_experiments.py",
     "test_validity.py::test_the_smoke_map_end_to_end_reproduced_independently",
@@ -143,6 +144,7 @@ CHECK_TIER = (
     "test_theory_beyond.py::test_relu_theory_is_closer_to_the_sampled_networks_than_infinite_width",
     "test_specialist_theory.py::test_against_sampled_networks_where_specialists_appear",
     "test_field_specialists.py::test_against_sampled_networks_at_two_widths",
+    "test_cavity.py::test_against_sampled_networks_at_two_widths",
     # a sampled theory's replicates: two sets of seeds agree within their error (50)
     "test_replicates.py::test_two_sets_of_seeds_agree_within_the_replicates_error",
 )

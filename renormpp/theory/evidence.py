@@ -36,8 +36,25 @@ evidence. Both expectations over the prior are computed by adaptive tempered seq
 log of the product of each stage's mean incremental weight; the error of :math:`\log Z_k` is the spread of
 ``replicates`` independent runs over their square root.
 
-The free energy of the state with k explicit neurons is :math:`F(k) = -\log Z_k` (:func:`free_energies`). What it
-does not hold: the explicit neurons are not restricted to specialists, nor the bulk to the rest, so F(k) has no
+**At a cavity field** (``shared_field.solve(..., cavity=True)``, averaged EP): the field's law is
+:math:`\propto G(\bar f)\,t(\bar f)^{N_1}`, with the prior G and one site per neuron
+:math:`t = e^{-\bar f^\top\Lambda\bar f/2 + i\bar f^\top b}`, read off the cavity :math:`(m, \Sigma)` of N1 - 1 of
+them: :math:`\Lambda = (\Sigma^{-1} - T)/(N_1 - 1)`, :math:`b = (\Sigma^{-1}m - y)/(N_1 - 1)`. EP's evidence is the
+integral of the Gaussian approximation with each site corrected by the ratio of the true factor's average to its own,
+both over the cavity:
+
+.. math::
+    \log Z = \log\int G\,t^{N_1} + N_1\big(\log Z_1(m, \Sigma) - \log E_\backslash[t]\big),                \tag{E3}
+
+:math:`\log\int G t^{N_1} = -\tfrac{PD}2\log 2\pi - \tfrac12\log\det P_g - \tfrac12 h^\top P_g^{-1}h` with
+:math:`P_g = T + N_1\Lambda`, :math:`h = y + N_1 b`, and :math:`\log E_\backslash[t] = \tfrac12 m^\top\Lambda m - m^\top
+b - \tfrac12\log\det(1 + \Sigma\Lambda) - \tfrac12 r^\top(\Sigma^{-1} + \Lambda)^{-1}r`, :math:`r = \Lambda m - b`.
+At N1 = 1 the cavity is the prior and (E3) the exact evidence (tests/test_cavity.py, against quadrature); the
+sites' terms vanish there, and are checked only against the exact evidence at finite width (docs/log/validity.md,
+"The cavity field in the package").
+
+The free energy of the state with k explicit neurons is :math:`F(k) = -\log Z_k` (:attr:`Evidence.free_energy`).
+What it does not hold: the explicit neurons are not restricted to specialists, nor the bulk to the rest, so F(k) has no
 combinatorial factor :math:`\log\binom{N_1}{k}`; each k approximates the same evidence, and the k whose F is
 lowest is the one whose approximation puts the most weight on the data (a ranking, not a count of specialists).
 """
@@ -51,6 +68,7 @@ import numpy as np
 from .._checks import positive_int
 from ..network import x64_context
 from .field_specialists import FieldSpecialistFit, _explicit_part, _inverses
+from .shared_field.fit import SharedFieldFit
 from .shared_field.moves import Tilt, _tempered, _tilt_target
 from .shared_field.proposals import Proposal, proposal_basis
 
@@ -59,7 +77,8 @@ __all__ = ["Evidence", "log_evidence"]
 
 @dataclass(frozen=True)
 class Evidence:
-    r"""The evidence :math:`\log Z_k` (E2) of a field-specialist fit, with its Monte Carlo error.
+    r"""The evidence :math:`\log Z_k` (E2) of a field-specialist fit, or (E1) or (E3) of a shared-field fit
+    (k = 0), with its Monte Carlo error.
 
     Attributes
     ----------
@@ -109,13 +128,16 @@ def _explicit_ell(activation, lambda0: float, k: int):
     return ell
 
 
-def log_evidence(fit: FieldSpecialistFit, *, neurons: int = 4000, replicates: int = 4, seed: int = 0) -> Evidence:
-    r"""The evidence :math:`\log Z_k` (E2) of a field-specialist fit, by tempered SMC, with its error.
+def log_evidence(fit: FieldSpecialistFit | SharedFieldFit, *, neurons: int = 4000, replicates: int = 4,
+                 seed: int = 0) -> Evidence:
+    r"""The evidence :math:`\log Z_k` of a theory's fit, by tempered SMC, with its error: (E2) of a field-specialist
+    fit, (E1) of a shared-field fit, (E3) of a cavity fit (``shared_field.solve(..., cavity=True)``).
 
     Parameters
     ----------
-    fit : FieldSpecialistFit
-        A solve of :func:`renormpp.theory.field_specialists.solve` (any k, 0 to N1).
+    fit : FieldSpecialistFit or SharedFieldFit
+        A solve of :func:`renormpp.theory.field_specialists.solve` (any k, 0 to N1) or of
+        :func:`renormpp.theory.shared_field.solve` (k = 0; its field a fixed point, as a converged solve's).
     neurons : int, default 4000
         Particles of each tempered SMC run (over the k explicit neurons together, and over one bulk neuron).
     replicates : int, default 4
@@ -130,16 +152,18 @@ def log_evidence(fit: FieldSpecialistFit, *, neurons: int = 4000, replicates: in
     Raises
     ------
     TypeError
-        Where ``fit`` is not a field-specialist fit.
+        Where ``fit`` is neither a field-specialist nor a shared-field fit.
     ValueError
         Where ``neurons`` or ``replicates`` is not a positive integer, or ``replicates`` is 1.
     """
-    if not isinstance(fit, FieldSpecialistFit):
-        raise TypeError(f"log_evidence takes a field-specialist fit (rp.theory.field_specialists.solve); got "
-                        f"{type(fit).__name__}")
+    if not isinstance(fit, (FieldSpecialistFit, SharedFieldFit)):
+        raise TypeError(f"log_evidence takes a field-specialist fit (rp.theory.field_specialists.solve) or a "
+                        f"shared-field fit (rp.theory.shared_field.solve); got {type(fit).__name__}")
     positive_int("neurons", neurons)
     if positive_int("replicates", replicates) < 2:
         raise ValueError("replicates must be at least 2: their spread is the error of log Z")
+    if isinstance(fit, SharedFieldFit):
+        return _field_evidence(fit, neurons, replicates, seed)
     pb = fit._pb
     P, D = pb.Y.shape
     Nb, c = pb.N1 - pb.k, pb.lambda1 * pb.N1
@@ -172,3 +196,32 @@ def log_evidence(fit: FieldSpecialistFit, *, neurons: int = 4000, replicates: in
     sampled = bool(pb.k or Nb)
     return Evidence(log_z=float(runs.mean()), error=float(runs.std(ddof=1) / np.sqrt(replicates)) if sampled else 0.0,
                     k=pb.k, N1=pb.N1, replicates=runs, explicit=explicit, bulk=bulk, gaussian=float(gaussian))
+
+
+def _field_evidence(fit: SharedFieldFit, neurons: int, replicates: int, seed: int) -> Evidence:
+    """(E1) at a shared field, or (E3) at a cavity field, with N1 log Z1 by tempered SMC over one neuron."""
+    P, D = fit.Y.shape
+    PD, T, N1, eye = P * D, fit.T, fit.N1, np.eye(P * D)
+    y, mv, S = fit.Y.T.reshape(-1), fit.m.T.reshape(-1), fit.Sigma
+    if not fit.cavity:  # (E1) without its N1 log Z1
+        gaussian = (0.5 * T * mv @ mv - mv @ y + 0.5 * np.linalg.slogdet(S)[1] - 0.5 * T * np.trace(S)
+                    + 0.5 * PD * (1 - np.log(2 * np.pi)))
+    else:  # (E3) without its N1 log Z1: the site from the cavity (C2) at its fixed point; none matters at N1 = 1
+        Pc = np.linalg.inv(S)
+        Pc = 0.5 * (Pc + Pc.T)
+        Lam, b = ((Pc - T * eye) / (N1 - 1), (Pc @ mv - y) / (N1 - 1)) if N1 > 1 else (0 * eye, 0 * y)
+        Pg, h = T * eye + N1 * Lam, y + N1 * b
+        r = Lam @ mv - b
+        log_site = (0.5 * mv @ Lam @ mv - mv @ b - 0.5 * np.linalg.slogdet(eye + S @ Lam)[1]
+                    - 0.5 * r @ np.linalg.solve(Pc + Lam, r))
+        gaussian = (-0.5 * PD * np.log(2 * np.pi) - 0.5 * np.linalg.slogdet(Pg)[1] - 0.5 * h @ np.linalg.solve(Pg, h)
+                    - N1 * log_site)
+    N0 = fit.X.shape[1]
+    one = _tilt_target(fit.X, fit.activation, fit.lambda0, fit.lambda1 * N1)
+    prior = Proposal.prior(np.zeros((1, N0)), proposal_basis(fit.X, fit.m), fit.lambda0)
+    rng = np.random.default_rng([seed, 11])
+    bulk = np.array([N1 * _tempered(rng.standard_normal((neurons, N0)), one.at(prior, fit.m, S), rng)[-1]
+                     for _ in range(replicates)])
+    runs = gaussian + bulk
+    return Evidence(log_z=float(runs.mean()), error=float(runs.std(ddof=1) / np.sqrt(replicates)), k=0, N1=N1,
+                    replicates=runs, explicit=np.zeros(replicates), bulk=bulk, gaussian=float(gaussian))

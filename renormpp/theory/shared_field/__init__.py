@@ -55,6 +55,15 @@ unit Gaussian gives weights of infinite variance from r = 1/2 on.
   proposal again at the new field. Within 1% of the sampled network on MNIST (0, 1), P = 200, at α = 0.5 and 1 (the
   exact theory 3% and 8% off); no convergence from α = 2.5 on (docs/log/validity.md, "A third theory").
 
+**The cavity field** (``solve(..., cavity=True)``, averaged expectation propagation). (F1) takes each neuron in the
+field of all N1, its own share included. Averaged EP takes it in the cavity of the other N1 - 1: one Gaussian site
+per neuron, fitted by matching the field's moments over one neuron's law (C1), the cavity the prior and N1 - 1 sites,
+the mean's equation solved as a linear one (C2) (:func:`.equations._update`); it starts from the shared field's fixed
+point (C3) (:func:`.solver._cavity_start`), and its predictions count each neuron's response through the other
+N1 - 1 (C4) (:meth:`SharedFieldFit._combined`). Exact at N1 = 1 (tests/test_cavity.py, against quadrature), (F2) at
+infinite width. Between, where the network's neurons specialize, it holds the readout overlaps no better than (F2)
+(docs/log/validity.md, "The cavity field in the package").
+
 :meth:`SharedFieldFit.verify` tests a solve's field against new, independent populations moved to (F1) at it, with
 the jackknife error over them: the solve's own residuals are measured against its own iterations' moments and can be
 small where the field is no fixed point of (F1)'s law (docs/log/validity.md, "Is the averaged field a fixed point?").

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ...progress import bar as progress_bar
-from .equations import _field, _population_moments
+from .equations import _field, _population_moments, _update
 from .moves import Population, _moved
 
 
@@ -70,7 +70,8 @@ _SPLIT_BLOCK = 5
 
 
 def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, damping, maxiter, tol, steps, rng,
-              progress=False, store: _Checkpoint | None = None, state: dict | None = None, renew=None):
+              progress=False, store: _Checkpoint | None = None, state: dict | None = None, renew=None,
+              cavity=None):
     r"""(F2) by stochastic approximation on a persistent population (``proposal="mcmc"``): each iteration moves the
     neurons ``law`` by ``steps`` more Langevin steps at the current field, takes the moments
     :math:`N_1 E[W\otimes ss^\top]` of (F2) (W = (c+q)^{-1} + yy^T, and (c+q)^{-1}) over them, and steps the field,
@@ -86,6 +87,7 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     saves the state as it goes, ``state`` (a saved one) continues from it: the same iterations as without a break.
     ``renew`` (``fresh=True``): ``renew(gauss, m, Sigma, h) -> (gauss, xi, rates, levels, h)`` gives each
     iteration a new population, independent of the last (:func:`_renewed`), instead of moving the last one on.
+    ``cavity`` (N1): the field is the cavity's of averaged expectation propagation, (C1)-(C2) (:func:`_update`).
     Returns (m, Sigma, the population, residuals, the Monte Carlo error, reason)."""
     gauss, xi, c, h = law.proposal, law.moved, law.c, law.step
     burn = maxiter // 2
@@ -126,13 +128,13 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
             halves[half, 0] += LW
             halves[half, 1] += LC
             counts[half] += 1
-        m_new, Sigma_new, res = _field(L_W, L_C, m, Sigma, Y, T)
+        m_new, Sigma_new, res = _field(L_W, L_C, m, Sigma, Y, T, cavity)
         if not np.all(np.isfinite(res)):
             reason = "the iteration produced a number that is not finite"
             break
         residuals.append(res)
         if k >= burn:
-            error = _mc_error(halves, counts, m, Sigma, Y, T)
+            error = _mc_error(halves, counts, m, Sigma, Y, T, cavity)
         bar.set_postfix_str(f"residuals {res[0]:.2g}, {res[1]:.2g} (tol {tol:g}), "
                             + (f"averaging, Monte Carlo error {max(error):.2g}" if k >= burn
                                else "following the field"))
@@ -160,10 +162,11 @@ def _averaged(law: Population, m, Sigma, target, Y, *, N1, T, lambda0, K, dampin
     return m, Sigma, law, np.asarray(residuals).reshape(-1, 2), error, reason
 
 
-def _mc_error(halves, counts, m, Sigma, Y, T):
+def _mc_error(halves, counts, m, Sigma, Y, T, cavity=None):
     r"""The Monte Carlo error of the field that the averaged moments give, in the residuals' norms (:func:`_field`):
     the averaging phase's iterations split into two halves (alternate blocks of :data:`_SPLIT_BLOCK` iterations, fewer
-    in a short solve), and half the difference of what their moments give, :math:`\|(L_C^A - L_C^B)m\|/(2\|y\|)` and
+    in a short solve), and half the difference of what their moments give (:func:`_update`),
+    :math:`\|(A^A - A^B)m - (h^A - h^B)\|/(2\|y\|)` and
     :math:`\|\Sigma'_A - \Sigma'_B\|/(2\|\Sigma\|)`: for two independent halves of n iterations of variance σ² each,
     the difference has variance 4σ²/n and the whole average σ²/n. The halves are independent where each iteration's
     population is drawn anew (``fresh``); with one population moved on, only where its blocks decorrelate (a few
@@ -174,8 +177,11 @@ def _mc_error(halves, counts, m, Sigma, Y, T):
     hold an iteration."""
     if counts.min() == 0:
         return np.inf, np.inf
-    (W_A, C_A), (W_B, C_B) = halves[0] / counts[0], halves[1] / counts[1]
-    y_vec, eye = Y.T.reshape(-1), np.eye(Y.size)
-    S_A, S_B = np.linalg.inv(T * eye + W_A), np.linalg.inv(T * eye + W_B)
-    return (float(np.linalg.norm((C_A - C_B) @ m.T.reshape(-1)) / (2 * np.linalg.norm(y_vec))),
+    try:
+        (A_A, h_A, S_A, _), (A_B, h_B, S_B, _) = (_update(*(halves[i] / counts[i]), m, Sigma, Y, T, cavity)
+                                                  for i in (0, 1))
+    except np.linalg.LinAlgError:
+        return np.inf, np.inf
+    mv = m.T.reshape(-1)
+    return (float(np.linalg.norm((A_A - A_B) @ mv - (h_A - h_B)) / (2 * np.linalg.norm(Y))),
             float(np.linalg.norm(S_A - S_B) / (2 * np.linalg.norm(Sigma))))

@@ -145,17 +145,75 @@ def _positive(A) -> bool:
     return True
 
 
-def _field(L_W, L_C, m, Sigma, Y, T):
-    r"""The field that (F2) gives from the moments (:func:`_moments`): the mean :math:`m' = (T + L_C)^{-1}y` (P, D),
-    the covariance :math:`\Sigma' = (T + L_W)^{-1}` (symmetrized), and the residuals of the present field (m, Sigma):
-    :math:`\|(T + L_C)m - y\|/\|y\|` and :math:`\|\Sigma' - \Sigma\|/\|\Sigma\|`."""
+#: the most halvings of the cavity's step (:func:`_update`)
+_HALVINGS = 10
+
+
+def _update(L_W, L_C, m, Sigma, Y, T, cavity=None):
+    r"""The linear equation :math:`A m' = y` for the new field's mean, and its covariance :math:`\Sigma'`, that the
+    moments (:func:`_moments`) at the field (m, Sigma) give.
+
+    The shared field (``cavity`` None), (F2): :math:`A = T + L_C`, :math:`\Sigma' = (T + L_W)^{-1}`.
+
+    Averaged expectation propagation (``cavity`` = N1; Dehaene & Barthelmé, JRSS B 80, 199 (2018)): the field the
+    neurons are taken in is the cavity of one neuron's site, the other N1 - 1 sites and the prior. The field's
+    moments over one neuron's law at the cavity (m, Sigma), matched by a Gaussian (C1):
+
+    .. math::
+        \mu = E[y\otimes s] = L_C m/N_1,\qquad A_1 = L_W/N_1 - \mu\mu^\top,\qquad
+        m_g = m - \Sigma\mu,\qquad \Sigma_g = \Sigma - \Sigma A_1\Sigma,
+
+    (the field is :math:`i m + g`: the spread of the neurons' means enters with a minus), the site is their ratio to
+    the cavity, :math:`\Lambda = \Sigma_g^{-1} - \Sigma^{-1} = A_1 + A_1(\Sigma^{-1} - A_1)^{-1}A_1` and
+    :math:`b = \Sigma_g^{-1}m_g - \Sigma^{-1}m = \Lambda(m - \Sigma\mu) - \mu`, and the new cavity holds
+    N1 - 1 of them, :math:`\Sigma'^{-1} = T + (N_1 - 1)\Lambda` and :math:`\Sigma'^{-1}m' = y + (N_1 - 1)b`. With
+    :math:`\mu = L_C m/N_1` the mean's equation is linear in m; solved for it (C2):
+
+    .. math::
+        \big(T + \tfrac{N_1-1}{N_1}(1 + \Lambda\Sigma)L_C\big)\,m = y,\qquad \Sigma' = (T + (N_1 - 1)\Lambda)^{-1}
+
+    (iterated as written, :math:`m' = \Sigma'(y + (N_1-1)b)` moves m by nearly nothing where T is small against
+    :math:`(N_1-1)\Lambda`, and drifted off on the hyperplane problem at N1 = 6). At N1 = 1 the cavity is the prior
+    and the field's law exact; at large N1, :math:`\Lambda \to L_W/N_1` and (C2) becomes (F2). A site's precision
+    may be indefinite, the cavity's may not: where it is not positive definite the sites' step is halved in their
+    natural parameters from the present field's (Minka's damping of EP), :data:`_HALVINGS` times at most (then
+    :class:`numpy.linalg.LinAlgError`). The last of the returned values is the step taken (1 for (F2))."""
     P, D = Y.shape
-    eye, y_vec = np.eye(P * D), Y.T.reshape(-1)
-    Sigma_new = np.linalg.inv(T * eye + L_W)
-    A1 = T * eye + L_C
-    res = (np.linalg.norm(A1 @ m.T.reshape(-1) - y_vec) / np.linalg.norm(y_vec),
-           np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma))
-    return np.linalg.solve(A1, y_vec).reshape(D, P).T, 0.5 * (Sigma_new + Sigma_new.T), res
+    eye = np.eye(P * D)
+    if cavity is None:
+        return T * eye + L_C, Y.T.reshape(-1), np.linalg.inv(T * eye + L_W), 1.0
+    mu = L_C @ m.T.reshape(-1) / cavity
+    A1 = L_W / cavity - np.outer(mu, mu)
+    A1 = 0.5 * (A1 + A1.T)
+    Lam = A1 + A1 @ np.linalg.solve(np.linalg.inv(Sigma) - A1, A1)
+    Lam = 0.5 * (Lam + Lam.T)
+    old = (np.linalg.inv(Sigma) - T * eye) / (cavity - 1) if cavity > 1 else 0 * eye
+    step = 1.0
+    for _ in range(_HALVINGS + 1):  # the sites' step, halved until the cavity is proper
+        A = T * eye + (cavity - 1) * Lam
+        if _positive(A):
+            return (T * eye + (cavity - 1) / cavity * (eye + Lam @ Sigma) @ L_C, Y.T.reshape(-1), np.linalg.inv(A),
+                    step)
+        step /= 2
+        Lam = 0.5 * (old + Lam)
+    raise np.linalg.LinAlgError(f"the cavity's precision is not positive definite {_HALVINGS} halvings of the "
+                                "sites' step from the present field")
+
+
+def _field(L_W, L_C, m, Sigma, Y, T, cavity=None):
+    r"""The field that the moments (:func:`_moments`) give, (F2) or the cavity's (C1)-(C2) (:func:`_update`): the mean
+    :math:`m' = A^{-1}h` (P, D), the covariance :math:`\Sigma'` (symmetrized), and the residuals of the present field
+    (m, Sigma): :math:`\|Am - y\|/\|y\|` and :math:`\|\Sigma' - \Sigma\|/\|\Sigma\|` over the sites' step taken. A
+    cavity that no step makes proper gives infinite residuals."""
+    P, D = Y.shape
+    try:
+        A1, h, Sigma_new, step = _update(L_W, L_C, m, Sigma, Y, T, cavity)
+    except np.linalg.LinAlgError:
+        return m, Sigma, (np.inf, np.inf)
+    y_vec = Y.T.reshape(-1)
+    res = (np.linalg.norm(A1 @ m.T.reshape(-1) - h) / np.linalg.norm(y_vec),
+           np.linalg.norm(Sigma_new - Sigma) / np.linalg.norm(Sigma) / step)
+    return np.linalg.solve(A1, h).reshape(D, P).T, 0.5 * (Sigma_new + Sigma_new.T), res
 
 
 def _moment(s1, s2, rho, W, dK):

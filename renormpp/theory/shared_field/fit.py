@@ -11,7 +11,7 @@ from ..._checks import positive, positive_int
 from ...progress import bar as progress_bar
 from ..prediction import FitShape, Prediction
 from ..single_neuron import features
-from .equations import (_above, _control, _control_weights, _field, _moment, _normalized, _per_neuron,
+from .equations import (_above, _control, _control_weights, _field, _moment, _normalized, _per_neuron, _update,
                         _population_moments)
 from .moves import Population, _moved, _renewed, _tilt_target
 from .proposals import Proposal
@@ -84,11 +84,15 @@ def _verify(fit, populations: int, moves: int, seed: int | None, tol: float | No
         bar.update()
     bar.close()
     L_W, L_C = (np.stack([mo[i] for mo in moments]) for i in (0, 1))
-    m_vec, eye = fit.m.T.reshape(-1), np.eye(fit.Y.size)
-    errors = (_jackknife(lambda keep: L_C[keep].mean(axis=0) @ m_vec, populations) / np.linalg.norm(fit.Y),
-              _jackknife(lambda keep: np.linalg.inv(fit.T * eye + L_W[keep].mean(axis=0)), populations)
-              / np.linalg.norm(fit.Sigma))
-    res = _field(L_W.mean(axis=0), L_C.mean(axis=0), fit.m, fit.Sigma, fit.Y, fit.T)[2]
+    m_vec, cavity = fit.m.T.reshape(-1), fit.N1 if fit.cavity else None
+
+    def update(keep):
+        A, h, S, _ = _update(L_W[keep].mean(axis=0), L_C[keep].mean(axis=0), fit.m, fit.Sigma, fit.Y, fit.T, cavity)
+        return A @ m_vec - h, S
+
+    errors = (_jackknife(lambda keep: update(keep)[0], populations) / np.linalg.norm(fit.Y),
+              _jackknife(lambda keep: update(keep)[1], populations) / np.linalg.norm(fit.Sigma))
+    res = _field(L_W.mean(axis=0), L_C.mean(axis=0), fit.m, fit.Sigma, fit.Y, fit.T, cavity)[2]
     return Verification(residuals=tuple(map(float, res)), errors=tuple(map(float, errors)),
                         populations=populations, neurons=len(gauss.noise), moves=moves, tol=tol,
                         log_tilt=tuple(tilts))
@@ -104,7 +108,10 @@ class SharedFieldFit(FitShape):
     Attributes
     ----------
     m, Sigma : ndarray
-        The field's mean (P, D) and covariance (PD, PD), output-major.
+        The field's mean (P, D) and covariance (PD, PD), output-major: the field each neuron's law (F1) is taken in
+        (with ``cavity``, the field of the other N1 - 1 neurons' sites and the prior).
+    cavity : bool
+        Whether the field is the cavity of averaged expectation propagation, (C1)-(C2), instead of (F2).
     residuals : ndarray
         The residuals of every iteration, rows (|T m + N1 E[s y^T] - Y| / |Y|, |dSigma| / |Sigma|).
     mc_error : tuple
@@ -139,6 +146,7 @@ class SharedFieldFit(FitShape):
     moves: int = 30
     tempered: bool = False  # each fresh population taken to (F1) by tempered sequential Monte Carlo
     mc_error: tuple = (0.0, 0.0)  # the field's Monte Carlo error in the residuals' norms (_mc_error; "mcmc" only)
+    cavity: bool = False  # m, Sigma are the cavity field of averaged expectation propagation, (C1)-(C2)
 
     method = "shared_field"
 
@@ -299,13 +307,17 @@ class SharedFieldFit(FitShape):
                     nW=_moment(sx, s, rho, W, dKx))
 
     def _combined(self, avg, X0) -> Prediction:
-        """(F3) from its averages."""
+        r"""(F3) from its averages. At a cavity field (C4): each neuron's output covaries with the other N1 - 1
+        through the field they share, :math:`N_1(N_1-1)\,n^\top(T + (N_1-1)\tilde L)^{-1}n` for (F3)'s
+        :math:`N_1^2 n^\top(T + N_1\tilde L)^{-1}n` (its own share is in its law at the cavity): exact at N1 = 1, (F3)
+        at infinite width."""
         P, D, N1 = self.P, self.D, self.N1
-        L = self.T * np.eye(P * D) + N1 * (avg["L"] - np.outer(avg["Eys"], avg["Eys"]))
+        others = N1 - 1 if self.cavity else N1  # the neurons whose field one neuron's output responds with (C4)
+        L = self.T * np.eye(P * D) + others * (avg["L"] - np.outer(avg["Eys"], avg["Eys"]))
         Ey_sx = avg["Ey_sx"]
         n = avg["nW"] - np.einsum("pa,bq->apbq", Ey_sx, avg["Eys"].reshape(D, P))  # (D, P0, D, P)
         n = np.moveaxis(n, 1, 0).reshape(len(X0), D, P * D)  # (P0, a, (b, mu))
         Linv_n = np.linalg.solve(L, n.reshape(-1, P * D).T).T.reshape(n.shape)
         cov = (N1 * (avg["EC_s2"] + avg["Eyy_s2"]) - N1 * np.einsum("pa,pb->pab", Ey_sx, Ey_sx)
-               - N1**2 * np.einsum("pak,pbk->pab", n, Linv_n))
+               - N1 * others * np.einsum("pak,pbk->pab", n, Linv_n))
         return Prediction(mean=N1 * Ey_sx, cov=0.5 * (cov + np.swapaxes(cov, 1, 2)))

@@ -1,6 +1,7 @@
 """The solve of (F1)-(F2) (:func:`solve`) and its continuation over a series of widths (:func:`continued`)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,22 @@ class _Anderson:
         return m_out, S_out
 
 
+def _cavity_start(fit: SharedFieldFit, N1: float) -> SharedFieldFit:
+    r"""The cavity field that a shared field's fixed point gives (C3): its precision and shift,
+    :math:`A = \Sigma^{-1}` and :math:`h = A m`, are the prior's and N1 equal sites', and the cavity holds N1 - 1 of
+    them, :math:`A_\backslash = T + \tfrac{N_1-1}{N_1}(A - T)`, :math:`h_\backslash = y + \tfrac{N_1-1}{N_1}(h - y)`.
+    At the width N1 of the cavity solve (``fit`` may be at another: continuation). Averaged EP started there
+    converges where started from the exact theory's field it lands on improper cavities
+    (negative sites: on P = 5 at N1 = 4, T = 0.1)."""
+    y, share, eye = fit.Y.T.reshape(-1), (N1 - 1) / N1, np.eye(fit.Y.size)
+    A = np.linalg.inv(fit.Sigma)
+    A_c = fit.T * eye + share * (0.5 * (A + A.T) - fit.T * eye)
+    h_c = y + share * (A @ fit.m.T.reshape(-1) - y)
+    Sigma = np.linalg.inv(A_c)
+    return replace(fit, m=np.linalg.solve(A_c, h_c).reshape(fit.D, fit.P).T, Sigma=0.5 * (Sigma + Sigma.T),
+                   cavity=True)
+
+
 #: the most rounds of a ``"fitted"`` solve (a fit of the proposal at the current field, then the field iterated on
 #: the fitted neurons until it settles)
 _ROUNDS = 4
@@ -75,8 +92,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
           neurons: int = 40_000, damping: float | None = None, maxiter: int | None = None, tol: float | None = None,
           min_ess: float = 100.0, proposal: str = "mcmc", accelerate: bool = True, memory: int = 5,
           init: SharedFieldFit | None = None, seed: int = 0, moves: int = 30, steps: int = 3,
-          populations: int = 16, fresh: bool = False, tempered: bool = False, progress: bool = False,
-          checkpoint=None) -> SharedFieldFit:
+          populations: int = 16, fresh: bool = False, tempered: bool = False, cavity: bool = False,
+          progress: bool = False, checkpoint=None) -> SharedFieldFit:
     """Solve (F2) for the shared field, with averages over (F1) from a population of neurons.
 
     The default (``"mcmc"``) moves the fitted proposal's neurons to (F1) exactly by ``moves`` Langevin steps, then
@@ -145,6 +162,14 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     tempered : bool, optional
         With ``fresh``: take each population to (F1) by adaptive tempered sequential Monte Carlo (stages of 10
         Langevin steps, as many as the proposal's weights ask for) instead of ``moves`` steps.
+    cavity : bool, optional
+        Take each neuron in the cavity field of the other N1 - 1 (averaged expectation propagation, (C1)-(C2) of
+        :func:`~renormpp.theory.shared_field.equations._update`) instead of the field of all N1, its own share
+        included (F2); solved from the shared field's fixed point with the same settings (checkpointed beside
+        ``checkpoint`` as ``<stem>-shared.npz``), or from ``init``. Exact at N1 = 1 (with ``proposal="fitted"``
+        where one neuron's law has separated modes: the moved population may miss one), (F2) at infinite width;
+        between, its evidence and readout overlaps are about the shared field's (docs/log/validity.md, "The cavity
+        field in the package"). N1 >= 1.
     progress : bool, optional
         A bar over the iterations with their residuals (``"mcmc"``; a solve takes minutes to an hour at
         P = 200-1000), one line per iteration where stderr is not a terminal.
@@ -184,8 +209,21 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
     if tempered not in (True, False) or (tempered and not fresh):
         raise ValueError(f"tempered must be True or False, and True only with fresh=True (it is how each fresh "
                          f"population is taken to (F1)); got tempered={tempered!r}, fresh={fresh!r}")
+    if cavity not in (True, False) or (cavity and N1 < 1):
+        raise ValueError(f"cavity must be True or False, and True only for N1 >= 1 (the cavity holds the other "
+                         f"N1 - 1 neurons); got cavity={cavity!r}, N1={N1:g}")
     moves, steps, populations = (positive_int(k, v) for k, v in (("moves", moves), ("steps", steps),
                                                                   ("populations", populations)))
+    if cavity and (init is None or not init.cavity):  # start from the shared field's fixed point (C3)
+        settings = dict(lambda1=lambda1, lambda0=lambda0, activation=activation, neurons=neurons, damping=damping,
+                        maxiter=maxiter, tol=tol, min_ess=min_ess, proposal=proposal, accelerate=accelerate,
+                        memory=memory, seed=seed, moves=moves, steps=steps, populations=populations, fresh=fresh,
+                        tempered=tempered, progress=progress)
+        shared = None if checkpoint is None else Path(checkpoint).with_name(f"{Path(checkpoint).stem}-shared.npz")
+        base = init if init is not None else solve(X, Y, N1=N1, T=T, **settings, checkpoint=shared)
+        if not (np.all(np.isfinite(base.m)) and np.all(np.isfinite(base.Sigma))):  # (a start: converged or not)
+            return replace(base, cavity=True, reason=f"the shared field that starts the cavity failed ({base.reason})")
+        return solve(X, Y, N1=N1, T=T, **settings, init=_cavity_start(base, N1), cavity=True, checkpoint=checkpoint)
     activation = get_activation(activation).name
     P, D = Y.shape
     c = lambda1 * N1
@@ -241,7 +279,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                                                  activation=activation, neurons=M, damping=damping, maxiter=maxiter,
                                                  tol=tol, seed=seed, moves=moves, steps=steps,
                                                  **({"fresh": True} if fresh else {}),
-                                                 **({"tempered": True} if tempered else {})))
+                                                 **({"tempered": True} if tempered else {}),
+                                                 **({"cavity": True} if cavity else {})))
             state = store.load()
         if state is None:
             law = move(law, m, Sigma)
@@ -251,11 +290,12 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
         m, Sigma, law, residuals, error, reason = _averaged(law, m, Sigma, target, Y, N1=N1, T=T, lambda0=lambda0, K=K,
                                                      damping=damping, maxiter=maxiter, tol=tol, steps=steps, rng=rng,
                                                      progress=progress, store=store, state=state,
-                                                     renew=renew if fresh else None)
+                                                     renew=renew if fresh else None,
+                                                     cavity=N1 if cavity else None)
         return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                               Sigma=Sigma, residuals=residuals, ess=float(M), pareto_k=0.0, converged=not reason,
                               reason=reason, proposal=law, seed=seed, steps=steps, populations=populations,
-                              fresh=fresh, moves=moves, tempered=tempered, mc_error=error)
+                              fresh=fresh, moves=moves, tempered=tempered, mc_error=error, cavity=cavity)
     residuals, reason, ess, k_hat = [], "", float(M), 0.0
     mixer = _Anderson(damping, int(memory) if accelerate else 0)
     budget = maxiter
@@ -277,7 +317,8 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                           f"log-weight lies {tail:.1f} above the median: more neurons help only where that is a few "
                           "units); continue from a converged neighbouring width (init=) or raise neurons")
                 break
-            m_new, Sigma_new, res = _field(*_guarded_moments(s, rho, C, y, dK, N1, T), m, Sigma, Y, T)
+            m_new, Sigma_new, res = _field(*_guarded_moments(s, rho, C, y, dK, N1, T), m, Sigma, Y, T,
+                                           N1 if cavity else None)
             if not np.all(np.isfinite(res)):
                 reason = "the iteration produced a number that is not finite"
                 break
@@ -297,7 +338,7 @@ def solve(X, Y, *, N1: float, T: float, lambda1: float = 1.0, lambda0: float = 1
                   f"{ess:.0f} says); raise neurons" + (", or use proposal='fitted'" if proposal == "prior" else ""))
     return SharedFieldFit(X=X, Y=Y, N1=N1, T=T, lambda1=lambda1, lambda0=lambda0, activation=activation, m=m,
                           Sigma=Sigma, residuals=np.asarray(residuals).reshape(-1, 2), ess=ess, pareto_k=k_hat,
-                          converged=not reason, reason=reason, proposal=law, seed=seed)
+                          converged=not reason, reason=reason, proposal=law, seed=seed, cavity=cavity)
 
 
 def continued(X, Y, widths, checkpoints=None, **kwargs):
