@@ -129,7 +129,10 @@ class Chains:
                      for c, k in enumerate(keys)]
             state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *parts)
         self._compile(model_args, model_kwargs)
-        return state
+        # strongly typed, as every block returns it: a weakly typed counter (the kernel's jnp.array(0)) would make
+        # the second block compile again
+        return jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype)
+                                      if getattr(x, "weak_type", False) else x, state)
 
     def _compile(self, model_args, model_kwargs):
         sampler, vectorized = self.sampler, self.chain_method == "vectorized"
@@ -144,33 +147,46 @@ class Chains:
             x = summand(given)
             return jax.tree_util.tree_map(lambda a: a.sum(axis=0), x) if vectorized else x
 
+        def record(st):  # a draw's record: the sample field's observables (less the summed input) and the fields
+            out = post(get_sample(st))
+            given = None
+            if acc is not None:  # the accumulated input leaves the per-draw record
+                out = dict(out)
+                given = out.pop(acc.key)
+            return (out, {f: get(st) for f, get in fields.items()}), given
+
         @partial(jax.jit, static_argnums=5)
         @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included
         def block(state, n, offset, cell, summing, length):
-            # `length` steps compiled, the first `n` taken: one compilation serves every block up to `length`
-            def step(carry, i):
-                st, sums = carry
-                st = jax.lax.cond(i < n, lambda s: sampler.sample(s, model_args, model_kwargs), lambda s: s, st)
-                out = post(get_sample(st))
-                if acc is not None:  # the accumulated input leaves the per-draw record; every `thin`-th draw is summed
-                    out = dict(out)
-                    given = out.pop(acc.key)
+            # buffers of `length` draws, the first `n` filled by a loop of n iterations: one compilation serves every
+            # block up to `length`, and a short block costs its own draws only (a scan over `length` steps that
+            # skipped the last ones still computed their observables: 0.3 s per call on problem 1 of
+            # benchmarks/samplers.py, four draws' time)
+            def body(i, carry):
+                st, sums, buffers = carry
+                st = sampler.sample(st, model_args, model_kwargs)
+                rec, given = record(st)
+                if acc is not None:  # every `thin`-th draw is summed
                     j = jnp.minimum((offset + i) // cell - offset // cell, acc.pieces - 1)  # the cell of draw i
                     # the summand (or zeros) under the condition, the sum updated in place outside it: a condition
                     # that returned the sums makes XLA copy all of them at every draw (half of a draw's time on 2
                     # cores at P = 1000)
-                    x = jax.lax.cond(summing & (i < n) & ((offset + i) % acc.thin == 0), summed,
+                    x = jax.lax.cond(summing & ((offset + i) % acc.thin == 0), summed,
                                      lambda g: jax.tree_util.tree_map(jnp.zeros_like, zero), given)
                     sums = jax.tree_util.tree_map(lambda a, x: jax.lax.dynamic_update_index_in_dim(
                         a, jax.lax.dynamic_index_in_dim(a, j, keepdims=False) + x, j, 0), sums, x)
-                return (st, sums), (out, {f: get(st) for f, get in fields.items()})
+                buffers = jax.tree_util.tree_map(lambda b, x: jax.lax.dynamic_update_index_in_dim(b, x, i, 0),
+                                                 buffers, rec)
+                return st, sums, buffers
 
+            shape, given = jax.eval_shape(record, state)
+            buffers = jax.tree_util.tree_map(lambda x: jnp.zeros((length,) + x.shape, x.dtype), shape)
             sums = None
             if acc is not None:
-                zero = jax.eval_shape(summed, post(get_sample(state))[acc.key])
+                zero = jax.eval_shape(summed, given)
                 sums = jax.tree_util.tree_map(lambda x: jnp.zeros((acc.pieces,) + x.shape, x.dtype), zero)
-            (state, sums), outs = jax.lax.scan(step, (state, sums), jnp.arange(length))
-            return state, outs, sums
+            state, sums, buffers = jax.lax.fori_loop(0, n, body, (state, sums, buffers))
+            return state, buffers, sums
 
         self._block = block
 
