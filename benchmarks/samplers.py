@@ -2,6 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (about 2 min per candidate)
       .venv/bin/python benchmarks/samplers.py --problem 2 --budget 300
+      .venv/bin/python benchmarks/samplers.py --problem 4 --root ../shared/data/mnist --budget 400   (Fig. 1b's point)
       .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
       .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" "BlackJAX LAPS" \
           "kinetic on w, v integrated out"      (the default sampler and the anchors side by side; BlackJAX 1.7.1:
@@ -9,7 +10,8 @@ Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (ab
 
 Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
   1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher;
-  3: (500, 784, 250, 10) on MNIST (all digits, one-hot labels: anisotropic inputs), --root the MNIST folder.
+  3: (500, 784, 250, 10) on MNIST (all digits, one-hot labels: anisotropic inputs), --root the MNIST folder;
+  4: (1000, 784, 100, 2) on MNIST digits 0 and 1, 1000 test points: the paper's Fig. 1b point at alpha = 10.
 
 Each candidate runs from the prior for a wall-time budget that includes compilation and warmup (two chains,
 vectorized unless stated). Its recorded eps_g and v v^T/N1 are analysed as rp.diagnostics does (Gamma method,
@@ -60,6 +62,7 @@ PROBLEMS = {
     1: dict(P=500, N0=100, N1=250, D=3, teacher="linear"),
     2: dict(P=1000, N0=144, N1=1000, D=10, teacher="erf_1hl"),
     3: dict(P=500, N0=784, N1=250, D=10, data="mnist"),  # MNIST's anisotropic inputs (needs --root or RENORMPP_DATA)
+    4: dict(P=1000, N0=784, N1=100, D=2, data="mnist", classes=[0, 1], P_test=1000),  # the paper's Fig. 1b, alpha = 10
 }
 T = 0.01
 H_PAPER = rp.infer.paper_step_size(1e-3, T)
@@ -101,7 +104,8 @@ def candidates(budget):
 def config(problem, sampler, seed=0, root=None):
     prob = PROBLEMS[problem]
     if prob.get("data") == "mnist":
-        data = {"name": "mnist", "classes": "all", "P": prob["P"], "P_test": 500, **({"root": root} if root else {})}
+        data = {"name": "mnist", "classes": prob.get("classes", "all"), "P": prob["P"], "P_test": prob.get("P_test", 500),
+                **({"root": root} if root else {})}
     else:
         data = {"name": "synthetic", "P": prob["P"], "P_test": 500, "N0": prob["N0"], "D": prob["D"],
                 "teacher": prob["teacher"]}
@@ -379,7 +383,7 @@ def main():
     ap.add_argument("--ula-factors", type=int, nargs="+", default=list(ULA_FACTORS),
                     help="run ULA at these multiples of the paper's step (default: %(default)s)")
     ap.add_argument("--only", nargs="*", help="run only these candidates (names as printed)")
-    ap.add_argument("--root", help="problem 3: the folder with MNIST's IDX files")
+    ap.add_argument("--root", help="problems 3 and 4: the folder with MNIST's IDX files")
     ap.add_argument("--seed", type=int, default=0, help="the chains' seed (run.seeds; the data stay the same)")
     ap.add_argument("--save", help="a folder: each candidate's recorded draws and timings go there (.npz), for analysis")
     ap.add_argument("--quick", action="store_true")

@@ -20,7 +20,7 @@ import pytest
 import renormpp as rp
 from renormpp import experiments as ex
 from renormpp.cli import main
-from renormpp.experiments import demo
+from renormpp.experiments import config, demo
 from stat_bounds import assert_z_within
 
 TINY = {
@@ -680,3 +680,30 @@ def test_the_sampling_blocks_end_on_the_check_grid_and_grow_to_chunk_seconds():
     assert not stages._checkpoint_due(ck, run, end_of_warmup=False, total=600)
     assert stages._checkpoint_due(ck, run, end_of_warmup=True, total=600)
     assert stages._checkpoint_due(ck, SimpleNamespace(checkpoint_every=0.0), end_of_warmup=False, total=600)
+
+
+def test_compiled_programs_are_kept_between_runs(tmp_path):
+    """run.compilation_cache: 'auto' keeps a point's compiled programs in the user's cache folder (XDG_CACHE_HOME), so
+    that a rerun finds them; 'off' writes nothing; a JAX_COMPILATION_CACHE_DIR of the user's own is kept. Run as
+    `renormpp run` in a fresh process, as a user runs it (this process's JAX already has the test session's cache)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    folder = tmp_path / "xdg" / "renormpp" / "jax"
+
+    def run(name, setting, **extra):
+        cfg = tiny(tmp_path / name, model__N1=[8]) | {"sampler": {**TINY["sampler"], "num_samples": 20}}
+        cfg["run"] |= {"compilation_cache": setting, "kernel_diagnosis": False}
+        path = tmp_path / f"{name}.toml"
+        path.write_text(config.resolve(cfg).dumps())
+        out = subprocess.run([sys.executable, "-m", "renormpp.cli", "run", str(path)], capture_output=True,
+                             text=True, env=env | extra, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+
+    run("off", "off")
+    assert not folder.exists()
+    run("auto", "auto")
+    kept = sorted(p.name for p in folder.iterdir())
+    assert any("block" in name for name in kept), kept  # the blocks of draws, compiled once for every rerun
+    own = tmp_path / "own"
+    run("own", "auto", JAX_COMPILATION_CACHE_DIR=str(own))
+    assert any(own.iterdir()) and sorted(p.name for p in folder.iterdir()) == kept

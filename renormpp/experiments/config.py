@@ -62,7 +62,8 @@ EXECUTORS = ("inprocess", "process", "ray")
 #: keys that may change when a run resumes (they do not change the draws; run.kernel_diagnosis turned on when a point
 #: resumes measures its hidden kernel from there on)
 RUN_ONLY = tuple(f"run.{k}" for k in ("executor", "workers", "address", "progress", "checkpoint_every",
-                                      "chunk_seconds", "blas_threads", "max_seconds", "kernel_diagnosis"))
+                                      "chunk_seconds", "blas_threads", "max_seconds", "kernel_diagnosis",
+                                      "compilation_cache"))
 #: keys of earlier versions, and what they became
 RENAMED = {"sampler.readout": "sampler.v_sampling ('sampled' is now 'joint', 'marginal' is 'integrated')"}
 #: keys of earlier versions that are still read, under their new name (a config that gives both is refused)
@@ -273,6 +274,8 @@ class _Run(_Table):
         None, description="start the chains of each point from several kinds (of sampler.init's), shared out in turn "
                           "(chain c from the (c mod k)-th kind): the report judges agreement across the kinds "
                           "('starts disagree: not equilibrium'); e.g. [\"prior\", \"mode\"] with num_chains = 4")
+    compilation_cache: Text = Field("auto", description="keep compiled programs between runs (JAX's persistent "
+                                    "cache): 'auto' (~/.cache/renormpp/jax), a folder, or 'off'")
     kernel_diagnosis: Flag = Field(True, description="measure the posterior's hidden kernel while sampling (summed "
                                                      "over thinned draws, about 10% of the sampling time) and judge "
                                                      "it against the theory's (kernel.json, comparison.md)")

@@ -50,6 +50,7 @@ def run_point(point: config_mod.PointConfig, folder, *, progress: bool = True) -
         return store.result()
     store.write("config.toml", point.dumps())
     store.write_json("versions.json", stages.versions())
+    stages.compilation_cache(point.run.compilation_cache)
     label = f"N1={point.model.N1} seed={point.run.seed}"
     data = stages.load_data(point.data, point.model)
     fit = theories.solve_theory(point.model, data)

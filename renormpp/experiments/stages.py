@@ -11,6 +11,7 @@ import platform
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -149,6 +150,30 @@ def kernel_segments(point, data, sums: dict):
 
 def _float32(*arrays):
     return tuple(np.asarray(a, dtype=np.float32) for a in arrays)
+
+
+def compilation_cache(setting: str = "auto") -> str | None:
+    """Keep compiled programs between runs in JAX's persistent compilation cache (``run.compilation_cache``): the
+    folder it uses now, or None.
+
+    ``"auto"``: the user's cache folder, ``$XDG_CACHE_HOME/renormpp/jax`` (else ``~/.cache/renormpp/jax``), unless
+    JAX already has one (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``), which is kept; a folder: that one, unless
+    JAX already has one; ``"off"``: nothing is set. JAX keeps the programs that took at least
+    ``jax_persistent_cache_min_compile_time_secs`` (1 s) to compile: a point's blocks of draws and its start."""
+    import jax
+
+    current = jax.config.jax_compilation_cache_dir
+    if setting == "off" or current:
+        return current or None
+    folder = Path(setting).expanduser() if setting != "auto" else \
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "renormpp" / "jax"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OSError(f"run.compilation_cache: cannot create {folder} ({err}); give a writable folder, or 'off'") \
+            from err
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    return str(folder)
 
 
 def start_chains(point, data, init_params=None):
