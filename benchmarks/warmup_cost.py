@@ -33,9 +33,9 @@ from theory_speed import machine_info  # noqa: E402
 
 @contextlib.contextmanager
 def gradient_counter():
-    """Within the block, every gradient of a bound model's potential (:class:`renormpp.infer.binding.Bound`) that
-    any compiled sampler evaluates (or a Hessian-vector product) adds one to the yielded list's single entry (per chain: a callback in a vmapped
-    function runs once per element). The potential's value and gradient are unchanged."""
+    """Within the block, every gradient (or Hessian-vector product) of a bound model's potential
+    (:class:`renormpp.infer.binding.Bound`) that any compiled sampler evaluates adds one to the yielded list's single
+    entry (per chain: a callback in a vmapped function runs once per element). Values and gradients are unchanged."""
     count = [0]
 
     def bump(_):

@@ -15,19 +15,19 @@ def test_the_sampler_benchmark_runs_its_smoke_size():
     assert "kinetic on w, v integrated out" in out.stdout and "theory eps_g" in out.stdout, out.stdout[-2000:]
 
 
-def test_a_warmup_draw_costs_the_gradient_evaluations_of_a_sampling_draw():
+def test_a_warmup_draw_costs_the_gradient_evaluations_of_a_sampling_draw(monkeypatch):
     """benchmarks/warmup_cost.py counts every gradient of the potential the compiled chains evaluate. On a tiny problem
     with the default sampler (kinetic Langevin, v integrated out, the adaptive warmup): a sampling draw makes exactly
     ``inner_steps`` gradient evaluations per chain (the counter misses none and adds none), and a warmup draw, the
     chains' start and the adaptation charged to it, at most 1.2 times as many (the target of the sampler benchmark;
     a step-size search or a curvature estimate per draw would break it)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import samplers
     import warmup_cost
 
     from renormpp.experiments import stages
 
-    samplers.PROBLEMS[99] = dict(P=40, N0=6, N1=8, D=2, teacher="linear")
+    monkeypatch.setitem(samplers.PROBLEMS, 99, dict(P=40, N0=6, N1=8, D=2, teacher="linear"))
     sampler = samplers.candidates(0)["kinetic on w, v integrated out"]
     cfg = samplers.config(99, sampler)
     p = warmup_cost.profile(cfg, stages.load_data(cfg.data), draws=20)

@@ -159,9 +159,7 @@ class Chains:
         @full_precision()  # every product at full float32 precision, the sampler's own (NUTS) included
         def block(state, n, offset, cell, summing, length):
             # buffers of `length` draws, the first `n` filled by a loop of n iterations: one compilation serves every
-            # block up to `length`, and a short block costs its own draws only (a scan over `length` steps that
-            # skipped the last ones still computed their observables: 0.3 s per call on problem 1 of
-            # benchmarks/samplers.py, four draws' time)
+            # block up to `length`, and a short block costs its own draws only (no observables of unused steps)
             def body(i, carry):
                 st, sums, buffers = carry
                 st = sampler.sample(st, model_args, model_kwargs)
