@@ -4,6 +4,8 @@ Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (ab
       .venv/bin/python benchmarks/samplers.py --problem 2 --budget 300
       .venv/bin/python benchmarks/samplers.py --problem 4 --root ../shared/data/mnist --budget 400   (Fig. 1b's point)
       .venv/bin/python benchmarks/samplers.py --quick                        (smoke run, targets not judged)
+      .venv/bin/python benchmarks/samplers.py --problem 1 --beside-load --only "kinetic on w, v integrated out"
+                                                (the same beside load.py's 2-thread numpy job, started first)
       .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" "BlackJAX LAPS" \
           "kinetic on w, v integrated out"      (the default sampler and the anchors side by side; BlackJAX 1.7.1:
                                                  pip install -e ".[bench]"; --seed 1 for the second seed)
@@ -375,6 +377,21 @@ def report(name, t_need, info, t_warm, t_draw, theory):
                                                   if info["n_first"] else f"never in the run (>= {info['t_run']:.0f} s)"))
 
 
+def _beside_load():
+    """Start load.py's competing job (1000 x 1000 matrix products, OPENBLAS_NUM_THREADS=2) for as long as this
+    process lives; the sampler then shares the cores as it would beside a user's other work."""
+    import atexit
+    import subprocess
+
+    from load import COMPETITOR
+
+    comp = subprocess.Popen([sys.executable, "-c", COMPETITOR.format(seconds=86400)],
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})
+    atexit.register(lambda: (comp.kill(), comp.wait()))
+    time.sleep(2)
+    print(f"beside a 2-thread numpy job (pid {comp.pid})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problem", type=int, default=1, choices=sorted(PROBLEMS))
@@ -386,8 +403,12 @@ def main():
     ap.add_argument("--root", help="problems 3 and 4: the folder with MNIST's IDX files")
     ap.add_argument("--seed", type=int, default=0, help="the chains' seed (run.seeds; the data stay the same)")
     ap.add_argument("--save", help="a folder: each candidate's recorded draws and timings go there (.npz), for analysis")
+    ap.add_argument("--beside-load", action="store_true",
+                    help="run every candidate beside load.py's competing 2-thread numpy job (started 2 s before)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.beside_load:
+        _beside_load()
     if args.quick:
         PROBLEMS[args.problem] = dict(P=60, N0=10, N1=20, D=2, teacher="linear")
         args.budget = 10.0
