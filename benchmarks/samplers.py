@@ -9,6 +9,8 @@ Run:  .venv/bin/python benchmarks/samplers.py --problem 1 --budget 120       (ab
       .venv/bin/python benchmarks/samplers.py --problem 1 --only NUTS "BlackJAX adjusted MCLMC" "BlackJAX LAPS" \
           "kinetic on w, v integrated out"      (the default sampler and the anchors side by side; BlackJAX 1.7.1:
                                                  pip install -e ".[bench]"; --seed 1 for the second seed)
+      .venv/bin/python benchmarks/samplers.py --problem 1 --only "BlackJAX adjusted MCLMC, v integrated out" \
+          "BlackJAX LAPS, v integrated out"      (the anchors on the default sampler's own target: w alone)
 
 Problems (erf, T = 0.01, lambda0 = lambda1 = 1, synthetic data with 500 test points):
   1: (P, N0, N1, D) = (500, 100, 250, 3), linear teacher;   2: (1000, 144, 1000, 10), 1HL erf teacher;
@@ -154,12 +156,14 @@ def timed_run(cfg, data, budget, init_params=None, block=None):
 
 
 def _flat_model(cfg, data):
-    """The model's log-density on one flat vector (v and w sampled jointly), the flattening's inverse, the chains'
-    starts from the prior (initialize_model) and the per-draw observables, for the BlackJAX samplers."""
+    """The model's log-density on one flat vector, the flattening's inverse, the chains' starts from the prior
+    (initialize_model) and the per-draw observables, for the BlackJAX samplers: v and w sampled jointly, or, where
+    the config's ``sampler.v_sampling`` is "integrated", w alone from the default sampler's target (v integrated out)
+    with the observables averaged over v given w (``readout.rao_blackwell``), as the default sampler records them."""
     from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import initialize_model
 
-    from renormpp import observables
+    from renormpp import observables, readout
     from renormpp.models import mlp
 
     X, Y = (np.asarray(a, np.float32) for a in (data.X, data.Y))
@@ -167,8 +171,12 @@ def _flat_model(cfg, data):
     info, potential, *_ = initialize_model(keys, mlp, model_args=(X, Y), model_kwargs=stages.model_kwargs(cfg))
     unravel = ravel_pytree(jax.tree_util.tree_map(lambda x: x[0], info[0]))[1]
     positions = jax.vmap(lambda z: ravel_pytree(z)[0])(info[0])
-    record = observables.default(*(np.asarray(a, np.float32) for a in (data.X_test, data.Y_test)),
-                                 cfg.model.activation)
+    test = tuple(np.asarray(a, np.float32) for a in (data.X_test, data.Y_test))
+    if cfg.sampler.v_sampling == "integrated":
+        m = cfg.model
+        record = readout.rao_blackwell(X, Y, *test, T=m.T, lambda1=m.lambda1, activation=m.activation)
+    else:
+        record = observables.default(*test, cfg.model.activation)
     return (lambda x: -potential(unravel(x))), unravel, positions, lambda x: record(unravel(x))
 
 
@@ -311,8 +319,11 @@ def laps_run(cfg, data, budget, chains=16, burn_in_steps=2000, adapt_samples=50,
     return draws, t_warm, t_draw
 
 
-#: the BlackJAX anchors, run where --only names them
-BLACKJAX = {"BlackJAX adjusted MCLMC": blackjax_run, "BlackJAX LAPS": laps_run}
+#: the BlackJAX anchors, run where --only names them: on the joint posterior of (v, w), and on the default sampler's
+#: own target, w with v integrated out (what each gains from the target rather than from its kernel)
+BLACKJAX = {"BlackJAX adjusted MCLMC": (blackjax_run, "joint"), "BlackJAX LAPS": (laps_run, "joint"),
+            "BlackJAX adjusted MCLMC, v integrated out": (blackjax_run, "integrated"),
+            "BlackJAX LAPS, v integrated out": (laps_run, "integrated")}
 
 #: the accuracy the targets ask for: 1% on eps_g (relative), 0.01 on every overlap entry
 TARGET = types.SimpleNamespace(eps_g=0.01, overlap=0.01)
@@ -434,10 +445,10 @@ def main():
         if name == "NUTS":
             nuts_state = state
 
-    for name, run in BLACKJAX.items():  # an optional dependency: pip install -e ".[bench]"
+    for name, (run, target) in BLACKJAX.items():  # an optional dependency: pip install -e ".[bench]"
         if args.only and name in args.only:
-            draws, t_warm, t_draw = run(config(args.problem, {"kind": "nuts"}, seed=args.seed, root=args.root), data,
-                                        args.budget)
+            cfg = config(args.problem, {"kind": "nuts", "v_sampling": target}, seed=args.seed, root=args.root)
+            draws, t_warm, t_draw = run(cfg, data, args.budget)
             t_need, info = accuracy_time(draws, t_warm, t_draw)
             results[name] = (t_need, info)
             report(name, t_need, info, t_warm, t_draw, theory)

@@ -240,18 +240,33 @@ def _log_evidence_fwd(A, Y, T):
     D = Y.shape[-1]
     S_inv, logdet, B, quad = _evidence_parts(A, Y, T)
     value = -0.5 * quad - 0.5 * D * logdet - 0.5 * P * D * jnp.log(2 * jnp.pi)
-    return value, (A, B, S_inv, T)
+    return value, (A, Y, B, S_inv, T)
+
+
+def _varying(x) -> frozenset:
+    """The manual mesh axes along which ``x`` varies inside ``jax.shard_map`` (empty outside it)."""
+    aval = jax.typeof(x)
+    axes = getattr(aval, "manual_axis_type", None)  # jax >= 0.10; before, the aval's vma
+    return frozenset(axes.varying if axes is not None else getattr(aval, "vma", ()))
+
+
+def _summed_to(ct, primal):
+    """The cotangent ``ct`` of ``primal`` summed over the manual mesh axes along which it varies and ``primal`` does
+    not, as JAX's own transpose does: inside ``jax.shard_map`` (BlackJAX's ensemble samplers run their chains so),
+    the labels Y are the same on every shard while the draws of w differ, and a custom rule must return Y's type."""
+    extra = tuple(sorted(_varying(ct) - _varying(primal)))
+    return jax.lax.psum(ct, extra) if extra else ct
 
 
 @full_precision()  # traced when the gradient is transposed, outside any context of the caller's
 def _log_evidence_bwd(res, g):
-    A, B, S_inv, T = res
+    A, Y, B, S_inv, T = res
     P, N1 = A.shape
     D = B.shape[-1]
     M = A @ S_inv if N1 < P else S_inv @ A  # C^{-1} A
     dA = B @ (B.T @ A) - D * M
     dT = 0.5 * jnp.sum(B**2) - 0.5 * D * (jnp.trace(S_inv) + max(P - N1, 0) / T)
-    return g * dA, -g * B, g * dT
+    return _summed_to(g * dA, A), _summed_to(-g * B, Y), _summed_to(g * dT, T)
 
 
 _log_evidence.defvjp(_log_evidence_fwd, _log_evidence_bwd)

@@ -195,6 +195,35 @@ def test_log_marginal_of_gradient_in_every_argument_is_autodiff_of_the_dense_for
         np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
 
 
+def test_log_marginal_of_gradient_inside_shard_map(problem):
+    """Inside ``jax.shard_map``, where the draws of w vary along the mesh's axis and the labels do not (BlackJAX's
+    ensemble samplers, LAPS among them, run their chains so), the hand-written gradient returns each argument's own
+    type: it raised JAX's "manual axis types do not match" for Y until 2026-12-08. The gradients in w (one per chain)
+    and in Y (summed over the chains) are automatic differentiation of the dense P x P form."""
+    from jax.sharding import PartitionSpec as Spec
+
+    p = problem
+    W = np.random.default_rng(7).standard_normal((4, N1, N0))
+
+    def dense(w, Y):
+        phi = readout.hidden({"w": w}, p["X"], "erf")
+        C = phi @ phi.T / (LAM1 * N1) + T * jax.numpy.eye(P)
+        return jax.numpy.sum(jax.vmap(lambda y: jax.scipy.stats.multivariate_normal.logpdf(y, np.zeros(P), C),
+                                      in_axes=1)(Y))
+
+    def summed(f):
+        return lambda W, Y: jax.numpy.sum(jax.vmap(f, in_axes=(0, None))(W, Y))
+
+    ours = summed(lambda w, Y: readout.log_marginal_of({"w": w}, p["X"], Y, T=T, lambda1=LAM1))
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("chains",))
+    grad = jax.shard_map(jax.grad(ours, argnums=(0, 1)), mesh=mesh, in_specs=(Spec("chains"), Spec()),
+                         out_specs=(Spec("chains"), Spec()))
+    got = jax.jit(grad)(W, p["Y"])
+    ref = jax.grad(summed(dense), argnums=(0, 1))(W, p["Y"])
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-7, atol=1e-9)
+
+
 def test_log_marginal_of_in_float32_is_smooth_at_the_papers_size():
     """The integrated sampler's potential in float32 at P = 1000, N1 = 100, T = 0.01, D = 2, on inputs that carry
     their labels (class means plus noise, as MNIST's digits): the features fit the labels well, and tr Y^T C^-1 Y,
